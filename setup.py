@@ -1,0 +1,45 @@
+"""Build script: compiles the Cython core when a C compiler and Cython are available.
+
+Set ``APERTUS_FAST_PURE=1`` to build a pure-Python install (no extension modules);
+the package then runs on its pure-Python twins and reports ``apertus_fast.BACKEND == "python"``.
+A failed compilation is not fatal either (the extensions are optional).
+"""
+
+import os
+
+from setuptools import setup
+
+# Modules compiled when possible. ``_lexer.pyx`` is hand-written Cython; the other
+# entries are plain Python modules that Cython compiles as they are (their .py source
+# ships too and is what runs without a compiler).
+CYTHON_MODULES = [
+    ("apertus_fast._lexer", "src/apertus_fast/_lexer.pyx"),
+    ("apertus_fast._render", "src/apertus_fast/_render.py"),
+]
+
+
+def _extensions():
+    if os.environ.get("APERTUS_FAST_PURE", "").strip() not in ("", "0"):
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        return []
+    from setuptools import Extension
+
+    present = [(name, path) for name, path in CYTHON_MODULES if os.path.exists(path)]
+    exts = [Extension(name, [path], optional=True) for name, path in present]
+    return cythonize(
+        exts,
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "infer_types": True,
+        },
+        quiet=True,
+    )
+
+
+setup(ext_modules=_extensions())

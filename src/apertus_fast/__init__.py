@@ -1,0 +1,101 @@
+"""apertus-fast: the Apertus chat format, rendered and parsed at native speed.
+
+Render conversations byte-identically to the official chat templates, parse rendered
+text back to the exact structure, and use it as a drop-in for the reference package::
+
+    import apertus_fast
+    text = apertus_fast.render(messages, dialect="apertus-1.5", tools=tools)
+    conv = apertus_fast.parse(text, dialect="apertus-1.5")
+
+    import apertus_fast as apertus_format      # drop-in for the reference package
+
+Names are loaded on first use, so ``import apertus_fast`` is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> private module defining it
+_EXPORTS = {
+    # rendering
+    "render": "_render",
+    "render_date": "_render",
+    "render_tools": "_render",
+    # dialects
+    "DIALECTS": "_dialects",
+    "DEFAULT_DIALECT": "_dialects",
+    "Dialect": "_dialects",
+    "Kind": "_dialects",
+    "get_dialect": "_dialects",
+    # errors
+    "ApertusError": "_errors",
+    "RenderError": "_errors",
+    "ParseError": "_errors",
+    # lexing
+    "lex": "_lex",
+    "Event": "_lex",
+    "Lexer": "_lex",
+    # parsing
+    "parse": "_parse",
+    "normalize": "_parse",
+    "ParsedConversation": "_parse",
+    # drop-in reference API
+    "Role": "_models",
+    "BlockType": "_models",
+    "ContentFormat": "_models",
+    "SectionType": "_models",
+    "TextPart": "_models",
+    "UserContent": "_models",
+    "SystemContent": "_models",
+    "AssistantBlock": "_models",
+    "ToolCall": "_models",
+    "ToolOutput": "_models",
+    "AssistantContent": "_models",
+    "Message": "_models",
+    "Conversation": "_models",
+    "ApertusFormatter": "_formatter",
+}
+
+__all__ = sorted(_EXPORTS) + ["BACKEND", "backends", "__version__"]
+
+#: Modules that are compiled by Cython when the package is built with a compiler.
+_NATIVE_MODULES = ("_lexer", "_render")
+
+
+def backends() -> dict[str, str]:
+    """Which implementation each accelerated module runs on: ``"cython"`` (compiled
+    extension) or ``"python"`` (pure-Python source; the lexer's twin)."""
+    result = {}
+    for name in _NATIVE_MODULES:
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ImportError:
+            result[name] = "python"
+            continue
+        path = getattr(mod, "__file__", "") or ""
+        result[name] = "python" if path.endswith(".py") else "cython"
+    return result
+
+
+def _backend() -> str:
+    kinds = set(backends().values())
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def __getattr__(name):
+    if name == "BACKEND":
+        value = _backend()
+    elif name in _EXPORTS:
+        module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+        value = getattr(module, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

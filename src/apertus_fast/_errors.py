@@ -1,0 +1,79 @@
+"""Exception hierarchy: one base class, precise subclasses."""
+
+from __future__ import annotations
+
+__all__ = ["ApertusError", "RenderError", "ParseError"]
+
+
+class ApertusError(Exception):
+    """Base class of every error apertus-fast raises on bad input."""
+
+
+class RenderError(ApertusError, ValueError):
+    """A conversation the chat template rejects (where it would ``raise_exception``
+    or fail on a missing or ill-typed attribute).
+
+    ``message_index`` is the index in ``messages`` of the offending message, or
+    ``None`` when the problem is not in a message (tools, arguments).
+    """
+
+    def __init__(self, reason: str, message_index: int | None = None):
+        self.reason = reason
+        self.message_index = message_index
+        where = f"message {message_index}: " if message_index is not None else ""
+        super().__init__(where + reason)
+
+
+class ParseError(ApertusError, ValueError):
+    """Text that no conversation renders to (strict parsing), or undecodable input.
+
+    Carries where (``offset`` in characters, 1-based ``line`` and ``column``), what
+    was ``expected``, what was ``found``, and a short ``excerpt`` around the offset.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        offset: int,
+        line: int,
+        column: int,
+        expected: str = "",
+        found: str = "",
+        excerpt: str = "",
+    ):
+        self.reason = reason
+        self.offset = offset
+        self.line = line
+        self.column = column
+        self.expected = expected
+        self.found = found
+        self.excerpt = excerpt
+        parts = [f"{reason} at line {line}, column {column} (offset {offset})"]
+        if expected:
+            parts.append(f"expected {expected}")
+        if found:
+            parts.append(f"found {found}")
+        msg = "; ".join(parts)
+        if excerpt:
+            msg += f"\n    {excerpt!r}"
+        super().__init__(msg)
+
+    @classmethod
+    def at(cls, text, offset: int, reason: str, *, expected: str = "", found: str = "",
+           radius: int = 30) -> "ParseError":
+        """Build a ParseError for ``text`` (str or bytes) at character/byte ``offset``,
+        computing line, column and excerpt."""
+        offset = max(0, min(offset, len(text)))
+        nl = b"\n" if isinstance(text, (bytes, bytearray, memoryview)) else "\n"
+        head = bytes(text[:offset]) if isinstance(text, memoryview) else text[:offset]
+        line = head.count(nl) + 1
+        last_nl = head.rfind(nl)
+        column = offset - last_nl  # 1-based (rfind gives -1 on the first line)
+        chunk = text[max(0, offset - radius): offset + radius]
+        if isinstance(chunk, memoryview):
+            chunk = bytes(chunk)
+        if isinstance(chunk, (bytes, bytearray)):
+            chunk = bytes(chunk).decode("utf-8", "replace")
+        return cls(reason, offset=offset, line=line, column=column,
+                   expected=expected, found=found, excerpt=chunk)

@@ -1,0 +1,728 @@
+"""Rendering: message dicts -> the exact text of the official chat templates.
+
+Three sections, in the order data flows:
+
+1. *Jinja value semantics* the templates depend on, for JSON-like values: a missing
+   key is ``Undefined`` (prints ``""``, is falsy, iterates empty, but fails when
+   concatenated or dereferenced); ``{{ x }}`` prints ``str(x)``; ``a + b`` needs strings.
+2. *Tool signatures*: the developer block's TypeScript rendering of tool JSON schemas
+   (the templates' ``render_tools`` / ``render_typescript_type`` macros).
+3. *Messages*: one hand-written string builder following the template's state machine
+   (``in_assistant``, ``in_tool``, ``in_inner``, ``waiting_for_tool_outputs``,
+   ``assistant_format``) message by message.
+
+A dialect table (``_dialects.py``) supplies everything that differs between templates;
+``docs/rendering.md`` maps each branch here to its template lines and lists every quirk.
+
+This module is plain Python. When a C compiler is available, Cython compiles it as it
+is, with the C types and inlining declared beside it in ``_render.pxd``
+(``apertus_fast.backends()`` tells which one runs). Keep the two in step.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json as _json
+import time as _time
+from collections.abc import Mapping as _Mapping
+
+from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, get_dialect
+from ._errors import RenderError
+
+__all__ = ["render", "render_tools", "render_date", "UNDEFINED"]
+
+
+# ---------------------------------------------------------------------------
+# 1. Jinja value semantics
+# ---------------------------------------------------------------------------
+
+class _Undefined:
+    """Jinja's default ``Undefined``: a missing attribute or key."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        return False
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self):
+        return 0
+
+    def __str__(self):
+        return ""
+
+    def __repr__(self):
+        return "Undefined"
+
+
+UNDEFINED = _Undefined()
+_MISSING = object()
+# Builtin types whose ``obj["name"]`` always fails: skip trying (exceptions are slow).
+_NO_STRING_KEYS = frozenset([list, tuple, str, int, float, bool, type(None),
+                             type({}.items), type(len)])
+
+
+class _Fail(Exception):
+    """A ``raise_exception(...)`` of the template, or a failure Jinja would raise
+    (internal; becomes a RenderError naming the message)."""
+
+
+def attr(obj, name):
+    """``obj.name`` in a template (``name`` is never a ``dict`` method name here):
+    Jinja tries ``getattr`` first, then ``obj[name]``; a missing value is Undefined;
+    dereferencing Undefined itself fails."""
+    if type(obj) is dict:
+        d = obj
+        return d.get(name, UNDEFINED)
+    return _attr_slow(obj, name)
+
+
+def _attr_slow(obj, name):
+    if obj is UNDEFINED:
+        raise _Fail(f"'{name}' of an undefined value")
+    value = getattr(obj, name, _MISSING)
+    if value is not _MISSING:
+        return value
+    if type(obj) in _NO_STRING_KEYS:
+        return UNDEFINED
+    try:
+        return obj[name]
+    except (TypeError, LookupError, AttributeError):
+        return UNDEFINED
+
+
+def item(obj, key):
+    """``obj['key']`` in a template: the item first, then the attribute (so
+    ``spec['items']`` on a dict without that key is the bound ``dict.items``)."""
+    if type(obj) is dict:
+        d = obj
+        value = d.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        return getattr(d, key, UNDEFINED)
+    if obj is UNDEFINED:
+        raise _Fail(f"'{key}' of an undefined value")
+    if type(obj) in _NO_STRING_KEYS:
+        return getattr(obj, key, UNDEFINED)
+    try:
+        return obj[key]
+    except (TypeError, LookupError, AttributeError):
+        pass
+    try:
+        return getattr(obj, key)
+    except AttributeError:
+        return UNDEFINED
+
+
+def item0(obj):
+    """``obj[0]`` in a template (an integer key: no attribute fallback)."""
+    if type(obj) is list:
+        seq_ = obj
+        return seq_[0] if len(seq_) else UNDEFINED
+    if obj is UNDEFINED:
+        raise _Fail("index of an undefined value")
+    try:
+        return obj[0]
+    except (TypeError, LookupError, AttributeError):
+        return UNDEFINED
+
+
+def text(x):
+    """``{{ x }}``: ``str(x)``, and ``""`` for Undefined."""
+    if type(x) is str:
+        return x
+    if x is UNDEFINED:
+        return ""
+    return str(x)
+
+
+def s(x):
+    """An operand of ``+`` next to a string literal: it must be a string (Jinja fails
+    on Undefined, Python on ``str + int``)."""
+    if type(x) is str:
+        return x
+    if isinstance(x, str):
+        return str.__str__(x)
+    what = "a missing value" if x is UNDEFINED else f"{type(x).__name__} {x!r:.60}"
+    raise _Fail(f"expected a string, got {what}")
+
+
+def seq(x):
+    """What ``{% for %}`` visits, as a list (``loop.last`` needs the length):
+    Undefined is empty, a string yields characters, a dict its keys."""
+    if type(x) is list:
+        return x
+    try:
+        return list(x)
+    except TypeError:
+        raise _Fail(f"cannot iterate over {type(x).__name__}") from None
+
+
+def is_mapping(x):
+    """``x is mapping``."""
+    return type(x) is dict or isinstance(x, _Mapping)
+
+
+def is_iterable(x):
+    """``x is iterable``."""
+    try:
+        iter(x)
+    except TypeError:
+        return False
+    return True
+
+
+# json.dumps(x, **kwargs) builds a new encoder per call; these are the same encoders.
+_HF_JSON = _json.JSONEncoder(ensure_ascii=False)
+_JINJA_JSON = _json.JSONEncoder(sort_keys=True)
+
+
+def tojson(x, jinja_builtin):
+    """The ``tojson`` filter: jinja2's built-in in the reference package's environment
+    (sorted keys, ASCII, ``< > & '`` escaped for HTML), else Hugging Face's
+    ``json.dumps(ensure_ascii=False)``."""
+    try:
+        if not jinja_builtin:
+            return _HF_JSON.encode(x)
+        out = _JINJA_JSON.encode(x)
+    except (TypeError, ValueError) as exc:
+        raise _Fail(f"tojson: {exc}") from None
+    return (out.replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026").replace("'", "\\u0027"))
+
+
+def not_in(name, container):
+    """``name not in container`` (Python semantics: a string is a substring test)."""
+    try:
+        return name not in container
+    except TypeError:
+        raise _Fail(f"'required' must be a list, got {type(container).__name__}") from None
+
+
+# ---------------------------------------------------------------------------
+# 2. Tool signatures
+# ---------------------------------------------------------------------------
+# Whitespace: the macros are the one place where the jinja2 environment changes the
+# output. Around ``oneOf`` variants the default environment (reference package) keeps
+# the newline and indentation after ``{% if %}`` tags; Hugging Face's trim_blocks /
+# lstrip_blocks drop the newline after a block tag and the indentation before one.
+
+_DEFAULT_WS_PLAIN = "\n" + " " * 20   # before "// default:" of a oneOf variant
+_DEFAULT_WS_TRIM = " " * 20
+_UNION_PLAIN = " | \n" + " " * 16      # between oneOf variants
+_UNION_TRIM = " | \n"
+_PROP_SEP = ": \n" + " " * 16          # between a nested property's name and its type
+
+
+def ts_type(spec, trim, jinja_json):
+    """``render_typescript_type(param_spec, ...)`` (its ``required_params`` argument
+    is only passed on, never read, so it is dropped)."""
+    t = attr(spec, "type")
+    if t == "array":
+        return _ts_array(spec, trim, jinja_json)
+    if (t is not UNDEFINED and not isinstance(t, str) and not is_mapping(t)
+            and is_iterable(t) and item0(t) is not UNDEFINED):
+        # a list of types like ["object", "object"] (Union[dict, list]); ``join`` and
+        # ``{{ }}`` print members with str()
+        if len(t) > 1:
+            return " | ".join([text(x) for x in seq(t)])
+        return text(item0(t))
+    one_of = attr(spec, "oneOf")
+    if one_of:
+        return _ts_one_of(one_of, trim, jinja_json)
+    if t == "string":
+        enum = attr(spec, "enum")
+        if enum:
+            return '"' + '" | "'.join([text(x) for x in seq(enum)]) + '"'
+        if attr(spec, "nullable"):
+            return "string | null"
+        return "string"
+    if t == "number" or t == "integer":
+        return "number"
+    if t == "boolean":
+        return "boolean"
+    if t == "object":
+        return _ts_object(spec, trim, jinja_json)
+    return "any"
+
+
+def _ts_array(spec, trim, jinja_json):
+    items = item(spec, "items")
+    if items:
+        it = item(items, "type")
+        if it == "string":
+            out = "string[]"
+        elif it == "number" or it == "integer":
+            out = "number[]"
+        elif it == "boolean":
+            out = "boolean[]"
+        else:
+            inner = ts_type(items, trim, jinja_json)
+            if inner == "object | object" or len(inner) > 50:
+                out = "any[]"
+            else:
+                out = inner + "[]"
+    else:
+        out = "any[]"
+    if attr(spec, "nullable"):
+        out += " | null"
+    return out
+
+
+def _ts_object(spec, trim, jinja_json):
+    props = attr(spec, "properties")
+    if not props:
+        return "object"
+    required = attr(spec, "required") or []
+    entries = _items(props)
+    parts = ["{\n"]
+    last = len(entries) - 1
+    i = 0
+    for name, prop in entries:
+        parts.append(text(name))
+        if not_in(name, required):
+            parts.append("?")
+        parts.append(_PROP_SEP)
+        parts.append(ts_type(prop, trim, jinja_json))
+        if i != last:
+            parts.append(", ")
+        i += 1
+    parts.append("}")
+    return "".join(parts)
+
+
+def _ts_one_of(one_of, trim, jinja_json):
+    # ``has_object_variants`` is set inside the template's loop and so never leaves
+    # it (Jinja scoping): every variant is rendered, objects included.
+    variants = seq(one_of)
+    parts = []
+    last = len(variants) - 1
+    i = 0
+    for variant in variants:
+        parts.append(ts_type(variant, trim, jinja_json))
+        desc = attr(variant, "description")
+        if desc:
+            parts.append("// " + s(desc))
+        default = attr(variant, "default")
+        if default is not UNDEFINED:
+            parts.append(_DEFAULT_WS_TRIM if trim else _DEFAULT_WS_PLAIN)
+            parts.append("// default: " + tojson(default, jinja_json))
+        if i != last:
+            parts.append(_UNION_TRIM if trim else _UNION_PLAIN)
+        i += 1
+    return "".join(parts)
+
+
+def _items(x):
+    """``x.items()`` in a template."""
+    if type(x) is dict or isinstance(x, _Mapping):
+        return list(x.items())
+    raise _Fail(f"expected a mapping with .items(), got {type(x).__name__}")
+
+
+def _unwrap_tool(tool, native):
+    """OpenAI-shaped tool specs ``{"type": "function", "function": {...}}``.
+
+    apertus-1.5 unwraps ``tool.function`` whenever it is truthy. The other templates
+    fail on such tools (``tool.description`` is undefined); apertus-fast unwraps them
+    too, but only then, so that every tool those templates accept renders unchanged.
+    """
+    fn = attr(tool, "function")
+    if not fn:
+        return tool
+    if native or (attr(tool, "description") is UNDEFINED and attr(tool, "name") is UNDEFINED):
+        return fn
+    return tool
+
+
+def render_tools(tools, dialect=DEFAULT_DIALECT):
+    """The ``render_tools(tools)`` macro: the text after ``Tool Capabilities:\\n``."""
+    d = get_dialect(dialect)
+    return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
+
+
+def _render_tools(tools, trim, jinja_json, native):
+    tool_list = seq(tools)
+    out = []
+    last_tool = len(tool_list) - 1
+    ti = 0
+    for tool in tool_list:
+        tool = _unwrap_tool(tool, native)
+        out.append("// " + s(attr(tool, "description")) + "\n")
+        out.append("type " + s(attr(tool, "name")) + " = ")
+        params = attr(tool, "parameters")
+        props = attr(params, "properties") if params else UNDEFINED
+        if props:
+            out.append("(_: {\n")
+            entries = _items(props)
+            last = len(entries) - 1
+            i = 0
+            for name, spec in entries:
+                desc = attr(spec, "description")
+                if desc:
+                    out.append("// " + s(desc) + "\n")
+                out.append(text(name))
+                if not_in(name, attr(params, "required") or []):
+                    out.append("?")
+                out.append(": ")
+                out.append(ts_type(spec, trim, jinja_json))
+                default = attr(spec, "default")
+                if default is not UNDEFINED:
+                    if attr(spec, "enum"):
+                        out.append(", // default: " + s(default))
+                    elif attr(spec, "oneOf"):
+                        out.append("// default: " + s(default))
+                    else:
+                        out.append(", // default: " + tojson(default, jinja_json))
+                out.append(",\n" if i != last else "\n")
+                i += 1
+            out.append("}) => any;")
+        else:
+            out.append("() => any;")
+        if ti != last_tool:
+            out.append("\n")
+        ti += 1
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------
+# 3. Messages
+# ---------------------------------------------------------------------------
+
+SYSTEM_START = "<|system_start|>"
+SYSTEM_END = "<|system_end|>"
+DEVELOPER_START = "<|developer_start|>"
+DEVELOPER_END = "<|developer_end|>"
+USER_START = "<|user_start|>"
+USER_END = "<|user_end|>"
+ASSISTANT_START = "<|assistant_start|>"
+ASSISTANT_END = "<|assistant_end|>"
+INNER_PREFIX = "<|inner_prefix|>"
+INNER_SUFFIX = "<|inner_suffix|>"
+TOOLS_PREFIX = "<|tools_prefix|>"
+TOOLS_SUFFIX = "<|tools_suffix|>"
+IMAGE = "<|image|>"
+AUDIO = "<|audio|>"
+
+_THINKING_ON = DEVELOPER_START + "Deliberation: enabled\n"
+_THINKING_OFF = DEVELOPER_START + "Deliberation: disabled\n"
+_NO_TOOLS = "Tool Capabilities: disabled" + DEVELOPER_END
+_TOOLS_HEAD = "Tool Capabilities:\n"
+
+_FMT_NONE = 0
+_FMT_STRING = 1
+_FMT_MAPPING = 2
+
+_ERRORS = (_Fail, RenderError, TypeError, ValueError, AttributeError, LookupError,
+           RecursionError)
+
+# ``strftime_now('%Y-%m-%d')`` of today, recomputed at most once a second.
+_today_second = -1
+_today = ""
+_date_cache = {}
+
+
+def render_date(date=None):
+    """The ``YYYY-MM-DD`` string ``strftime_now('%Y-%m-%d')`` gives: ``None`` is today
+    (local time, as the templates' callers do); a ``datetime.date``/``datetime`` or an
+    ISO ``"YYYY-MM-DD"`` string fixes it."""
+    global _today_second, _today
+    if date is None:
+        now = int(_time.time())
+        if now != _today_second:
+            _today = _time.strftime("%Y-%m-%d", _time.localtime(now))
+            _today_second = now
+        return _today
+    if type(date) is str:
+        cached = _date_cache.get(date)
+        if cached is not None:
+            return cached
+        try:
+            value = _dt.date.fromisoformat(date).strftime("%Y-%m-%d")
+        except ValueError:
+            raise RenderError(f"date must be 'YYYY-MM-DD', got {date!r}") from None
+        if len(_date_cache) > 4096:
+            _date_cache.clear()
+        _date_cache[date] = value
+        return value
+    if isinstance(date, _dt.date):
+        return date.strftime("%Y-%m-%d")
+    raise RenderError(f"date must be a datetime.date or a 'YYYY-MM-DD' string, got {date!r}")
+
+
+def _system_prompt(messages, d, date):
+    """The system section, and the index of the first message of the main loop."""
+    if messages and attr(messages[0], "role") == "system":
+        first = messages[0]
+        if "content" in first:
+            content = attr(first, "content")
+            if isinstance(content, str):
+                return SYSTEM_START + content + SYSTEM_END, 1
+            if is_mapping(content) and "text" in content:
+                return SYSTEM_START + s(attr(content, "text")) + SYSTEM_END, 1
+        raise _Fail("Invalid system message")
+    if d.dated_system:
+        return SYSTEM_START + d.default_system.replace("{date}", render_date(date)) + SYSTEM_END, 0
+    return SYSTEM_START + d.default_system + SYSTEM_END, 0
+
+
+def render(
+    messages,
+    *,
+    dialect=DEFAULT_DIALECT,
+    tools=None,
+    enable_thinking=False,
+    add_generation_prompt=False,
+    continue_assistant_message=False,
+    date=None,
+    bos_token="<s>",
+):
+    """Render a conversation (a list of message dicts) to the exact text the official
+    chat template of ``dialect`` produces.
+
+    ``tools`` are JSON-schema tool specs (flat ``{"name", "description", "parameters"}``
+    or OpenAI-shaped ``{"type": "function", "function": {...}}``); ``date`` fixes the
+    default system prompt's date (``None``: today); ``continue_assistant_message``
+    leaves the last assistant turn open (read by ``apertus-1`` and ``apertus-1.5``).
+
+    Raises :class:`RenderError` (with ``message_index``) wherever the template raises
+    or fails.
+    """
+    d = DIALECTS.get(dialect) if type(dialect) is str else None
+    if d is None:
+        d = get_dialect(dialect)
+    if type(messages) is not list and not isinstance(messages, (list, tuple)):
+        raise RenderError(f"messages must be a list of message dicts, got {type(messages).__name__}")
+    try:
+        system, start = _system_prompt(messages, d, date)
+    except _ERRORS as exc:
+        raise _render_error(exc, 0 if messages else None) from None
+    out = [bos_token if type(bos_token) is str else text(bos_token), system,
+           _THINKING_ON if enable_thinking else _THINKING_OFF]
+    if tools:
+        try:
+            out.append(_TOOLS_HEAD + _render_tools(tools, d.trim_blocks, d.tojson == "jinja",
+                                                   d.openai_shapes) + DEVELOPER_END)
+        except _ERRORS as exc:
+            raise _render_error(exc, None, "tools: ") from None
+    else:
+        out.append(_NO_TOOLS)
+    _render_messages(messages, start, d, out, bool(continue_assistant_message))
+    if add_generation_prompt:
+        out.append(ASSISTANT_START)
+    return "".join(out)
+
+
+def _render_error(exc, index, prefix=""):
+    """Whatever failed (a template ``raise_exception``, a missing value, a Python type
+    error on ill-typed data) as a RenderError naming the message."""
+    if isinstance(exc, RenderError):
+        if exc.message_index is not None:
+            return exc
+        reason = exc.reason
+    elif isinstance(exc, _Fail):
+        reason = str(exc)
+    else:
+        reason = f"{type(exc).__name__}: {exc}"
+    return RenderError(prefix + reason, index)
+
+
+def _render_messages(messages, start, d, out, continue_assistant_message):
+    tout_open = d.tool_output_open
+    tout_close = d.tool_output_close
+    openai_shapes = d.openai_shapes
+    in_assistant = False
+    in_tool = False
+    in_inner = False
+    waiting = False
+    fmt = _FMT_NONE
+    n = len(messages)
+    i = start
+    try:
+        while i < n:
+            message = messages[i]
+            role = attr(message, "role")
+            if role == "user":
+                in_inner = False
+                if in_tool:
+                    out.append(tout_close)
+                    in_tool = False
+                if in_assistant:
+                    out.append(ASSISTANT_END)
+                    in_assistant = False
+                if "content" in message:
+                    _user(attr(message, "content"), d, out)
+            elif role == "assistant":
+                if not in_assistant:
+                    out.append(ASSISTANT_START)
+                    in_assistant = True
+                if "content" not in message:
+                    raise _Fail("Invalid assistant message")
+                content = attr(message, "content")
+                if isinstance(content, str) and fmt != _FMT_MAPPING:
+                    if in_tool:
+                        out.append(tout_close)
+                        in_tool = False
+                    fmt = _FMT_STRING
+                    out.append(content)
+                elif is_mapping(content) and "blocks" in content and fmt != _FMT_STRING:
+                    fmt = _FMT_MAPPING
+                    first = True
+                    for block in seq(attr(content, "blocks")):
+                        btype = attr(block, "type")
+                        if btype == "thoughts":
+                            if in_tool:
+                                out.append(tout_close)
+                                in_tool = False
+                            if not in_inner:
+                                in_inner = True
+                                out.append(INNER_PREFIX)
+                            out.append(text(attr(block, "text")))
+                        elif btype == "tool_calls":
+                            if in_tool:
+                                out.append(tout_close)
+                                in_tool = False
+                            calls = attr(block, "calls")
+                            if in_inner and not first and _is_display_answers(calls):
+                                in_inner = False
+                                out.append(INNER_SUFFIX)
+                            out.append(_block_calls(calls, openai_shapes))
+                            waiting = True
+                        elif btype == "tool_outputs":
+                            if in_tool:
+                                raise _Fail("Cannot have both tool outputs as separate "
+                                            "messages and tool outputs as blocks")
+                            out.append(tout_open)
+                            out.append(", ".join([text(attr(o, "output"))
+                                                  for o in seq(attr(block, "outputs"))]))
+                            out.append(tout_close)
+                            waiting = False
+                        elif btype == "response":
+                            if in_tool:
+                                out.append(tout_close)
+                                in_tool = False
+                            # the template's (not loop.first and in_inner) or
+                            # (in_assistant and in_inner): in_assistant always holds here
+                            if in_inner:
+                                in_inner = False
+                                out.append(INNER_SUFFIX)
+                            out.append(text(attr(block, "text")))
+                        else:
+                            raise _Fail("Invalid assistant block type: " + s(btype))
+                        first = False
+                else:
+                    raise _Fail("Invalid assistant content")
+                if "tool_calls" in message:
+                    legacy = attr(message, "tool_calls")
+                    if legacy:
+                        out.append(_legacy_calls(legacy, openai_shapes))
+                        waiting = True
+            elif role == "tool":
+                if not in_assistant:
+                    raise _Fail("Tool message outside of assistant")
+                if not in_tool:
+                    out.append(tout_open)
+                    in_tool = True
+                else:
+                    out.append(", ")
+                out.append(text(attr(message, "content")))
+                waiting = False
+            else:
+                raise _Fail("Invalid message role")
+            i += 1
+    except _ERRORS as exc:
+        raise _render_error(exc, i) from None
+    if in_tool:
+        out.append(tout_close)
+    if d.closes_last_turn and in_assistant and not continue_assistant_message and not waiting:
+        out.append(ASSISTANT_END)
+
+
+def _user(content, d, out):
+    """A user message that has ``content``."""
+    out.append(USER_START)
+    if isinstance(content, str):
+        out.append(content)
+    elif is_mapping(content) and "parts" in content:
+        _user_parts(attr(content, "parts"), d, out)
+    elif d.list_user_content and not is_mapping(content) and is_iterable(content):
+        _user_parts(content, d, out)
+    else:
+        raise _Fail("Invalid user message: user")
+    out.append(USER_END)
+
+
+def _user_parts(parts, d, out):
+    image_parts = d.image_parts
+    audio_parts = d.audio_parts
+    for part in seq(parts):
+        ptype = attr(part, "type")
+        if ptype == "text":
+            out.append(text(attr(part, "text")))
+        elif ptype in image_parts:
+            out.append(IMAGE)
+        elif ptype in audio_parts:
+            out.append(AUDIO)
+        else:
+            raise _Fail("Invalid user part: " + s(ptype))
+
+
+def _is_display_answers(calls):
+    """``block.calls|length == 1 and block.calls[0].name == 'display_answers'``."""
+    if type(calls) is list:
+        if len(calls) != 1:
+            return False
+    else:
+        try:
+            if len(calls) != 1:
+                return False
+        except TypeError:
+            raise _Fail(f"tool_calls block 'calls' has no length ({type(calls).__name__})") from None
+    return attr(item0(calls), "name") == "display_answers"
+
+
+def _block_calls(calls, openai_shapes):
+    """``<|tools_prefix|>[{"name": arguments}, ...]<|tools_suffix|>`` of a block."""
+    parts = []
+    for call in seq(calls):
+        if openai_shapes:
+            fn = attr(call, "function")
+            if fn:
+                call = fn
+            name = s(attr(call, "name"))
+            args = attr(call, "arguments")
+            if not isinstance(args, str):
+                args = tojson(args, False)
+            parts.append('{"' + name + '": ' + args + "}")
+        else:
+            parts.append('{"' + s(attr(call, "name")) + '": ' + s(attr(call, "arguments")) + "}")
+    return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
+
+
+def _legacy_calls(calls, openai_shapes):
+    """The same for an OpenAI-style ``message.tool_calls`` list."""
+    parts = []
+    for call in seq(calls):
+        ctype = attr(call, "type")
+        if openai_shapes:
+            if ctype is not UNDEFINED and ctype != "function":
+                raise _Fail("Invalid tool call type: " + s(ctype))
+            fn = attr(call, "function")
+            if fn:
+                call = fn
+            name = attr(call, "name")
+            args = attr(call, "arguments")
+            if not (name and args):
+                raise _Fail("Invalid tool call")
+            name = s(name)
+            if not isinstance(args, str):
+                args = tojson(args, False)
+            parts.append('{"' + name + '": ' + args + "}")
+        else:
+            if ctype != "function":
+                raise _Fail("Invalid tool call type: " + s(ctype))
+            fn = attr(call, "function")
+            parts.append('{"' + s(attr(fn, "name")) + '": ' + s(attr(fn, "arguments")) + "}")
+    return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
