@@ -478,6 +478,7 @@ def render(
     continue_assistant_message=False,
     date=None,
     bos_token="<s>",
+    tools_text=None,
 ):
     """Render a conversation (a list of message dicts) to the exact text the official
     chat template of ``dialect`` produces.
@@ -486,6 +487,9 @@ def render(
     or OpenAI-shaped ``{"type": "function", "function": {...}}``); ``date`` fixes the
     default system prompt's date (``None``: today); ``continue_assistant_message``
     leaves the last assistant turn open (read by ``apertus-1`` and ``apertus-1.5``).
+    ``tools_text`` is an already rendered tool section (``render_tools(tools,
+    dialect)``, or ``parse(...).tools_text``) used verbatim instead of ``tools``: render
+    the tools of a corpus once, or re-render parsed text whose schemas are not known.
 
     Raises :class:`RenderError` (with ``message_index``) wherever the template raises
     or fails.
@@ -501,7 +505,13 @@ def render(
         raise _render_error(exc, 0 if messages else None) from None
     out = [bos_token if type(bos_token) is str else text(bos_token), system,
            _THINKING_ON if enable_thinking else _THINKING_OFF]
-    if tools:
+    if tools_text is not None:
+        if tools:
+            raise RenderError("pass either tools or tools_text, not both")
+        if type(tools_text) is not str:
+            raise RenderError(f"tools_text must be a string, got {type(tools_text).__name__}")
+        out.append(_TOOLS_HEAD + tools_text + DEVELOPER_END)
+    elif tools:
         try:
             out.append(_TOOLS_HEAD + _render_tools(tools, d.trim_blocks, d.tojson == "jinja",
                                                    d.openai_shapes) + DEVELOPER_END)

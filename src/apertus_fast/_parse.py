@@ -1,0 +1,814 @@
+"""Parsing: rendered Apertus text -> the conversation that renders to it.
+
+The lexer (``_lex``) turns text into events ``(kind, start, end)``; this builder walks
+them with the renderer's own state machine (``in_inner``, ``waiting_for_tool_outputs``,
+open turns) and rebuilds message dicts in exactly the shape :func:`render` takes.
+
+Where several conversations render to the same text, the builder picks one canonical
+form (``docs/format.md`` lists every ambiguity and the choice made, with the reason);
+:func:`normalize` maps any conversation to that form. The laws, property-tested in
+``tests/test_laws.py``:
+
+* lossless: ``parse(render(c)).render() == render(c)``;
+* canonical: ``parse(render(c)).messages == normalize(c)`` and
+  ``render(normalize(c)) == render(c)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
+from ._errors import ParseError
+from ._render import render
+
+__all__ = ["parse", "normalize", "ParsedConversation", "split_tool_outputs", "split_tool_calls"]
+
+_K_TEXT = int(Kind.TEXT)
+_K_BOS = int(Kind.BOS)
+_K_SYSTEM_START = int(Kind.SYSTEM_START)
+_K_SYSTEM_END = int(Kind.SYSTEM_END)
+_K_DEVELOPER_START = int(Kind.DEVELOPER_START)
+_K_DEVELOPER_END = int(Kind.DEVELOPER_END)
+_K_USER_START = int(Kind.USER_START)
+_K_USER_END = int(Kind.USER_END)
+_K_ASSISTANT_START = int(Kind.ASSISTANT_START)
+_K_ASSISTANT_END = int(Kind.ASSISTANT_END)
+_K_INNER_PREFIX = int(Kind.INNER_PREFIX)
+_K_INNER_SUFFIX = int(Kind.INNER_SUFFIX)
+_K_TOOLS_PREFIX = int(Kind.TOOLS_PREFIX)
+_K_TOOLS_SUFFIX = int(Kind.TOOLS_SUFFIX)
+_K_TOOL_OUTPUT_START = int(Kind.TOOL_OUTPUT_START)
+_K_TOOL_OUTPUT_END = int(Kind.TOOL_OUTPUT_END)
+_K_IMAGE = int(Kind.IMAGE)
+_K_AUDIO = int(Kind.AUDIO)
+_K_THINK_START = int(Kind.THINK_START)
+_K_THINK_END = int(Kind.THINK_END)
+
+_TOKEN_NAMES = {int(k): t for k, t in __import__("apertus_fast._dialects", fromlist=["TOKEN_TEXT"]).TOKEN_TEXT.items()}
+
+_DELIB_ON = "Deliberation: enabled\n"
+_DELIB_OFF = "Deliberation: disabled\n"
+_TOOLS_OFF = "Tool Capabilities: disabled"
+_TOOLS_ON = "Tool Capabilities:\n"
+_TOOL_NAME_RE = re.compile(r"(?m)^type (.+?) = (?:\(_: \{$|\(\) => any;)")
+_JSON = json.JSONDecoder()
+_JSON_START = frozenset('{["-0123456789tfnNI')
+
+
+@dataclass
+class ParsedConversation:
+    """A parsed conversation: ``messages`` in the shape :func:`render` takes, and the
+    settings that re-render the text exactly (:meth:`render`)."""
+
+    messages: list
+    dialect: str = DEFAULT_DIALECT
+    enable_thinking: bool = False
+    add_generation_prompt: bool = False
+    continue_assistant_message: bool = False
+    #: The developer block's tool section as rendered (``None``: tools disabled). The
+    #: JSON schemas cannot be recovered from it; :meth:`render` uses it verbatim.
+    tools_text: str | None = None
+    #: Names of the tools declared in ``tools_text``.
+    tool_names: list = field(default_factory=list)
+    #: The text before ``<|system_start|>``: ``"<s>"``, ``""`` or a custom BOS.
+    bos_token: str = "<s>"
+    #: The date of the default system prompt (dated dialects), ``"YYYY-MM-DD"``.
+    date: str | None = None
+    #: ``"string"`` or ``"blocks"``: how assistant content is represented.
+    format: str = "string"
+    #: Lenient mode: what was recovered from (empty when the text was well formed).
+    warnings: list = field(default_factory=list)
+
+    def render(self) -> str:
+        """Re-render through the normal renderer (equal to the parsed text for every
+        text the renderer produces)."""
+        return render(
+            self.messages,
+            dialect=self.dialect,
+            tools_text=self.tools_text,
+            enable_thinking=self.enable_thinking,
+            add_generation_prompt=self.add_generation_prompt,
+            continue_assistant_message=self.continue_assistant_message,
+            date=self.date,
+            bos_token=self.bos_token,
+        )
+
+    def to_dict(self) -> dict:
+        """A JSON-able dict; ``apertus-fast render`` reads it back (``tools_text``)."""
+        out = {
+            "messages": self.messages,
+            "dialect": self.dialect,
+            "enable_thinking": self.enable_thinking,
+            "add_generation_prompt": self.add_generation_prompt,
+            "continue_assistant_message": self.continue_assistant_message,
+            "tools_text": self.tools_text,
+            "tool_names": self.tool_names,
+            "bos_token": self.bos_token,
+            "date": self.date,
+            "format": self.format,
+        }
+        if self.warnings:
+            out["warnings"] = self.warnings
+        return out
+
+
+# ---------------------------------------------------------------------------
+# Splitting the bracketed lists that the format writes as plain text
+# ---------------------------------------------------------------------------
+
+def _json_end(s: str, pos: int) -> int:
+    """End of the JSON value starting exactly at ``pos``, or -1."""
+    if pos >= len(s) or s[pos] not in _JSON_START:
+        return -1
+    try:
+        return _JSON.raw_decode(s, pos)[1]
+    except ValueError:
+        return -1
+    except RecursionError:
+        return -1
+
+
+def split_tool_outputs(inner: str) -> list:
+    """Split the text between the brackets of ``[a, b]`` into tool outputs.
+
+    Outputs are joined with ``", "`` and may contain it, so the split is JSON-aware:
+    each output that is a JSON value followed by ``", "`` is one item; the first
+    non-JSON output takes the rest of the text. ``""`` is one empty output.
+    """
+    items = []
+    pos = 0
+    n = len(inner)
+    while True:
+        end = _json_end(inner, pos)
+        if end == n:
+            items.append(inner[pos:])
+            return items
+        if end > 0 and inner.startswith(", ", end):
+            items.append(inner[pos:end])
+            pos = end + 2
+            continue
+        items.append(inner[pos:])
+        return items
+
+
+def _find_output_group(run: str) -> int:
+    """In a text run starting with ``[`` right after ``<|tools_suffix|>`` (dialects
+    that write tool outputs as ``[a, b]``), the index of the closing ``]`` of the
+    outputs, or -1 when the run holds no output group. Consistent with
+    :func:`split_tool_outputs`: JSON items are skipped whole; the first non-JSON item
+    extends to the last ``]`` of the run."""
+    pos = 1
+    n = len(run)
+    while True:
+        if pos < n and run[pos] == "]":
+            return pos
+        end = _json_end(run, pos)
+        if end > 0 and end < n and run[end] == "]":
+            return end
+        if end > 0 and run.startswith(", ", end):
+            pos = end + 2
+            continue
+        close = run.rfind("]")
+        return close if close >= pos else -1
+
+
+def split_tool_calls(body: str):
+    """Split the text between ``<|tools_prefix|>`` and ``<|tools_suffix|>``
+    (``[{"name": arguments}, ...]``) into ``(name, arguments)`` pairs, arguments
+    exactly as written. Returns ``None`` when the text is not of that form.
+
+    Names are written raw, so a name ends at the first ``": ``; arguments are
+    JSON-aware: a JSON value followed by ``}`` and then ``, {"`` or the final ``]``,
+    else the text up to the next ``}, {"`` (or the final ``}]``).
+    """
+    if not (body.startswith("[") and body.endswith("]")):
+        return None
+    if body == "[]":
+        return []
+    calls = []
+    pos = 1
+    last = len(body) - 1  # index of the final "]"
+    while True:
+        if not body.startswith('{"', pos):
+            return None
+        colon = body.find('": ', pos + 2)
+        if colon < 0:
+            return None
+        name = body[pos + 2:colon]
+        args_start = colon + 3
+        end = _json_end(body, args_start)
+        if end > 0 and body.startswith("}", end) and (
+                end + 1 == last or body.startswith(', {"', end + 1)):
+            args_end = end
+        else:
+            nxt = body.find('}, {"', args_start)
+            if nxt >= 0:
+                args_end = nxt
+            elif body.endswith("}]") and last - 1 >= args_start:
+                args_end = last - 1
+            else:
+                return None
+        calls.append((name, body[args_start:args_end]))
+        pos = args_end + 1
+        if pos == last:
+            return calls
+        if not body.startswith(", ", pos):
+            return None
+        pos += 2
+
+
+# ---------------------------------------------------------------------------
+# The builder
+# ---------------------------------------------------------------------------
+
+def _events(text, d):
+    """The lexer's events as three parallel sequences (kinds, starts, ends)."""
+    from ._lex import scan
+
+    buf = scan(text, d)
+    return buf[0::3], buf[1::3], buf[2::3]
+
+
+class _NeedBlocks(Exception):
+    """The string format cannot represent this turn (apertus-1.5 rejects legacy tool
+    calls with empty names or arguments): read the conversation as blocks."""
+
+
+class _Builder:
+    def __init__(self, text, events, d, strict, fmt):
+        self.text = text
+        self.d = d
+        self.strict = strict
+        kinds, starts, ends = events
+        self.kinds = kinds
+        self.starts = starts
+        self.ends = ends
+        self.n = len(kinds)
+        self.i = 0
+        self.warnings = []
+        self.waiting = False
+        self.messages = []
+        self.dated_re = None
+        if not strict:
+            # Apertus 1.5 output may spell the reasoning delimiters <think> / </think>
+            self.alias = {_K_THINK_START: _K_INNER_PREFIX, _K_THINK_END: _K_INNER_SUFFIX}
+        else:
+            self.alias = {}
+        if fmt == "auto":
+            fmt = "blocks" if self._has_reasoning() else "string"
+        elif fmt not in ("string", "blocks"):
+            raise ValueError(f"format must be 'auto', 'string' or 'blocks', got {fmt!r}")
+        self.format = fmt
+
+    # -- helpers ------------------------------------------------------------
+    def kind(self, j):
+        k = self.kinds[j]
+        return self.alias.get(k, k)
+
+    def _has_reasoning(self):
+        reasoning = {_K_INNER_PREFIX, _K_INNER_SUFFIX}
+        if not self.strict:
+            reasoning |= {_K_THINK_START, _K_THINK_END}
+        return any(k in reasoning for k in self.kinds)
+
+    def error(self, j, reason, expected=""):
+        if j < self.n:
+            k = self.kinds[j]
+            offset = self.starts[j]
+            if k == _K_TEXT:
+                found = "text " + repr(self.text[offset:min(self.ends[j], offset + 30)])
+            else:
+                found = _TOKEN_NAMES.get(k, "token")
+        else:
+            offset = len(self.text)
+            found = "end of text"
+        return ParseError.at(self.text, offset, reason, expected=expected, found=found)
+
+    def recover(self, j, reason, expected=""):
+        """Lenient mode: note the problem and go on; strict mode: raise."""
+        err = self.error(j, reason, expected)
+        if self.strict:
+            raise err
+        self.warnings.append(f"line {err.line}, column {err.column}: {reason}"
+                             + (f" (expected {expected})" if expected else ""))
+
+    def textual(self, j, in_user=False):
+        """Whether event ``j`` is plain text here: text runs, and token spellings the
+        renderer only ever writes as content here (``<think>`` in strict mode, image /
+        audio tokens outside user turns)."""
+        k = self.kind(j)
+        if k == _K_TEXT:
+            return True
+        if k == _K_THINK_START or k == _K_THINK_END:
+            return True  # strict mode (aliases were mapped away in lenient mode)
+        if (k == _K_IMAGE or k == _K_AUDIO) and not in_user:
+            return True
+        return False
+
+    def take_text(self, j, limit=None):
+        """Concatenate consecutive textual events from ``j``; return (text, next j)."""
+        limit = self.n if limit is None else limit
+        start = j
+        while j < limit and self.textual(j):
+            j += 1
+        if j == start:
+            return "", j
+        return self.text[self.starts[start]:self.ends[j - 1]], j
+
+    def expect(self, kind, what):
+        if self.i < self.n and self.kind(self.i) == kind:
+            self.i += 1
+            return True
+        self.recover(self.i, f"expected {what}", what)
+        return False
+
+    # -- the conversation ---------------------------------------------------
+    def build(self):
+        result = ParsedConversation(messages=self.messages, dialect=self.d.name)
+        result.format = self.format
+        self.header(result)
+        self.turns(result)
+        result.warnings = self.warnings
+        return result
+
+    def header(self, result):
+        d = self.d
+        n = self.n
+        # BOS: "<s>" at offset 0, or any text before <|system_start|> (custom bos_token)
+        if self.i < n and self.kind(self.i) == _K_BOS:
+            result.bos_token = "<s>"
+            self.i += 1
+        elif self.i < n and self.textual(self.i):
+            bos, j = self.take_text(self.i)
+            if j < n and self.kind(j) == _K_SYSTEM_START:
+                result.bos_token = bos
+                self.i = j
+            else:
+                result.bos_token = ""
+        else:
+            result.bos_token = ""
+        if not (self.i < n and self.kind(self.i) == _K_SYSTEM_START):
+            # A bare completion or a fragment: no header to read.
+            self.recover(self.i, "missing system block", "<|system_start|>")
+            result.bos_token = ""
+            result.date = None
+            self._lenient_no_header = True
+            return
+        self.i += 1
+        system, self.i = self.take_text(self.i)
+        self.expect(_K_SYSTEM_END, "<|system_end|>")
+        self.system(system, result)
+        if not self.expect(_K_DEVELOPER_START, "<|developer_start|>"):
+            return
+        dev_at = self.i
+        developer, self.i = self.take_text(self.i)
+        self.expect(_K_DEVELOPER_END, "<|developer_end|>")
+        self.developer(developer, dev_at, result)
+
+    def system(self, system, result):
+        d = self.d
+        if d.dated_system:
+            head, _, tail = d.default_system.partition("{date}")
+            if system.startswith(head) and system.endswith(tail) and \
+                    len(system) == len(head) + 10 + len(tail):
+                date = system[len(head):len(head) + 10]
+                if re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) and _valid_date(date):
+                    result.date = date
+                    return
+        elif system == d.default_system:
+            return
+        self.messages.append({"role": "system", "content": system})
+
+    def developer(self, dev, at, result):
+        if dev.startswith(_DELIB_ON):
+            result.enable_thinking = True
+            rest = dev[len(_DELIB_ON):]
+        elif dev.startswith(_DELIB_OFF):
+            rest = dev[len(_DELIB_OFF):]
+        else:
+            self.recover(at, "malformed developer block",
+                         "'Deliberation: enabled' or 'Deliberation: disabled'")
+            return
+        if rest == _TOOLS_OFF:
+            result.tools_text = None
+        elif rest.startswith(_TOOLS_ON):
+            result.tools_text = rest[len(_TOOLS_ON):]
+            result.tool_names = _TOOL_NAME_RE.findall(result.tools_text)
+        else:
+            self.recover(at, "malformed developer block",
+                         "'Tool Capabilities: disabled' or 'Tool Capabilities:' and the tools")
+
+    # -- turns --------------------------------------------------------------
+    def turns(self, result):
+        n = self.n
+        d = self.d
+        if getattr(self, "_lenient_no_header", False) and self.i < n and \
+                self.kind(self.i) not in (_K_USER_START, _K_ASSISTANT_START):
+            # lenient: a bare completion is the body of an open assistant turn
+            self.warnings.append("no <|assistant_start|>: read the text as an assistant turn")
+            closed = self.assistant_turn()
+            self.after_turn(closed, result)
+        while self.i < n:
+            k = self.kind(self.i)
+            if k == _K_USER_START:
+                self.user_turn()
+            elif k == _K_ASSISTANT_START:
+                if self.i == n - 1:
+                    result.add_generation_prompt = True
+                    self.i += 1
+                    break
+                self.i += 1
+                closed = self.assistant_turn()
+                self.after_turn(closed, result)
+            else:
+                if self.strict:
+                    raise self.error(self.i, "unexpected content between messages",
+                                     "<|user_start|> or <|assistant_start|>")
+                self.recover(self.i, "skipped content between messages")
+                self.i += 1
+
+    def after_turn(self, closed, result):
+        """Decide what ended an assistant turn: a user message, the template's final
+        <|assistant_end|>, a content-less user message, or nothing (open turn)."""
+        n = self.n
+        d = self.d
+        at_end = self.i == n or (self.i == n - 1 and self.kind(self.i) == _K_ASSISTANT_START)
+        if closed:
+            if self.i < n and self.kind(self.i) == _K_USER_START:
+                return  # the user message closed the turn
+            if at_end and d.closes_last_turn and not self.waiting:
+                return  # the final close
+            # only a user message closes a turn mid-conversation; without content it
+            # renders nothing else
+            self.messages.append({"role": "user"})
+            return
+        # open turn
+        if self.i < n and not at_end:
+            self.recover(self.i, "assistant turn not closed", "<|assistant_end|>")
+            return
+        if d.closes_last_turn and not self.waiting:
+            result.continue_assistant_message = True
+
+    def user_turn(self):
+        start_j = self.i
+        self.i += 1
+        n = self.n
+        parts = []
+        has_media = False
+        while self.i < n:
+            k = self.kind(self.i)
+            if k == _K_USER_END:
+                break
+            if k == _K_IMAGE or k == _K_AUDIO:
+                parts.append({"type": "image" if k == _K_IMAGE else "audio"})
+                has_media = True
+                self.i += 1
+            elif self.textual(self.i, in_user=True):
+                t, self.i = self._user_text(self.i)
+                parts.append({"type": "text", "text": t})
+            else:
+                break
+        if self.i < n and self.kind(self.i) == _K_USER_END:
+            self.i += 1
+        else:
+            self.recover(self.i, f"user message opened at offset {self.starts[start_j]} "
+                         "not closed", "<|user_end|>")
+        if has_media:
+            content = {"parts": parts}
+        else:
+            content = "".join(p["text"] for p in parts)
+        self.messages.append({"role": "user", "content": content})
+
+    def _user_text(self, j):
+        start = j
+        while j < self.n and self.textual(j, in_user=True):
+            j += 1
+        return self.text[self.starts[start]:self.ends[j - 1]], j
+
+    def assistant_turn(self):
+        """Read a turn body (after <|assistant_start|>); return whether it was closed
+        by <|assistant_end|>."""
+        n = self.n
+        a = self.i
+        b = a
+        while b < n:
+            k = self.kind(b)
+            if k == _K_ASSISTANT_END or k == _K_USER_START:
+                break
+            if k == _K_ASSISTANT_START and b == n - 1:
+                break  # the generation prompt after an open turn
+            b += 1
+        if self.format == "blocks":
+            self.blocks_body(a, b)
+        else:
+            self.string_body(a, b)
+        self.i = b
+        if b < n and self.kind(b) == _K_ASSISTANT_END:
+            self.i += 1
+            return True
+        if b < n and self.kind(b) == _K_USER_START:
+            self.recover(b, "assistant turn not closed before a user message",
+                         "<|assistant_end|>")
+        return False
+
+    def tool_calls(self, j, b):
+        """``<|tools_prefix|>[...]<|tools_suffix|>`` at ``j``: (calls, next j)."""
+        body_start = j + 1
+        raw, k = self.take_text(body_start, b)
+        if k < b and self.kind(k) == _K_TOOLS_SUFFIX:
+            nxt = k + 1
+            suffix_ok = True
+        else:
+            nxt = k
+            suffix_ok = False
+            self.recover(k, "tool calls not closed", "<|tools_suffix|>")
+        calls = split_tool_calls(raw)
+        if calls is None:
+            if self.strict or not raw:
+                if self.strict:
+                    raise self.error(body_start if body_start < b else j,
+                                     "malformed tool calls",
+                                     '[{"name": arguments}, ...] then <|tools_suffix|>')
+            calls = _salvage_calls(raw)
+            self.warnings.append(f"recovered {len(calls)} tool call(s) from malformed text "
+                                 f"{raw[:60]!r}")
+        elif not suffix_ok:
+            pass
+        return calls, nxt
+
+    def output_group(self, j, b):
+        """``<|tool_output_start|>...<|tool_output_end|>`` at ``j``: (outputs, next j)."""
+        inner, k = self.take_text(j + 1, b)
+        if k < b and self.kind(k) == _K_TOOL_OUTPUT_END:
+            k += 1
+        else:
+            self.recover(k, "tool outputs not closed", "<|tool_output_end|>")
+        return split_tool_outputs(inner), k
+
+    def blocks_body(self, a, b):
+        brackets = self.d.tool_output_open == "["
+        msgs = []
+        blocks = []
+        cur = None          # the open thoughts/response block text continues
+        in_inner = False
+        after_calls = False
+        j = a
+        while j < b:
+            k = self.kind(j)
+            if self.textual(j):
+                run, j = self.take_text(j, b)
+                if after_calls and brackets and run.startswith("["):
+                    close = _find_output_group(run)
+                    if close >= 0:
+                        blocks.append({"type": "tool_outputs", "outputs": [
+                            {"output": o} for o in split_tool_outputs(run[1:close])]})
+                        self.waiting = False
+                        run = run[close + 1:]
+                        cur = None
+                after_calls = False
+                if run:
+                    want = "thoughts" if in_inner else "response"
+                    if cur is not None and cur["type"] == want:
+                        cur["text"] += run
+                    else:
+                        cur = {"type": want, "text": run}
+                        blocks.append(cur)
+                continue
+            after_calls = False
+            if k == _K_INNER_PREFIX:
+                if in_inner:
+                    self.recover(j, "reasoning opened twice")
+                in_inner = True
+                cur = {"type": "thoughts", "text": ""}
+                blocks.append(cur)
+                j += 1
+            elif k == _K_INNER_SUFFIX:
+                if not in_inner:
+                    self.recover(j, "reasoning closed but not open")
+                in_inner = False
+                j += 1
+                if j < b and self.kind(j) == _K_TOOLS_PREFIX and blocks:
+                    calls, nxt = self.tool_calls(j, b)
+                    if len(calls) == 1 and calls[0][0] == "display_answers":
+                        # the call block closed the reasoning itself
+                        blocks.append(_calls_block(calls))
+                        self.waiting = True
+                        cur = None
+                        after_calls = True
+                        j = nxt
+                        continue
+                cur = {"type": "response", "text": ""}
+                blocks.append(cur)
+            elif k == _K_TOOLS_PREFIX:
+                calls, nxt = self.tool_calls(j, b)
+                if in_inner and blocks and len(calls) == 1 and calls[0][0] == "display_answers":
+                    # inside a message this call would have closed the reasoning: it
+                    # starts the next assistant message
+                    msgs.append(blocks)
+                    blocks = []
+                blocks.append(_calls_block(calls))
+                self.waiting = True
+                cur = None
+                after_calls = True
+                j = nxt
+            elif k == _K_TOOL_OUTPUT_START and not brackets:
+                outputs, j = self.output_group(j, b)
+                blocks.append({"type": "tool_outputs",
+                               "outputs": [{"output": o} for o in outputs]})
+                self.waiting = False
+                cur = None
+            else:
+                self.recover(j, "unexpected token in an assistant turn")
+                j += 1
+        msgs.append(blocks)
+        for blk in msgs:
+            self.messages.append({"role": "assistant", "content": {"blocks": blk}})
+
+    def string_body(self, a, b):
+        brackets = self.d.tool_output_open == "["
+        out = []
+        cur = None          # the assistant message legacy tool calls attach to
+        after_calls = False
+        j = a
+        while j < b:
+            k = self.kind(j)
+            if self.textual(j):
+                run, j = self.take_text(j, b)
+                if after_calls and brackets and run.startswith("["):
+                    close = _find_output_group(run)
+                    if close >= 0:
+                        for o in split_tool_outputs(run[1:close]):
+                            out.append({"role": "tool", "content": o})
+                        self.waiting = False
+                        run = run[close + 1:]
+                        cur = None
+                after_calls = False
+                if run:
+                    cur = {"role": "assistant", "content": run}
+                    out.append(cur)
+                continue
+            after_calls = False
+            if k == _K_TOOLS_PREFIX:
+                calls, j = self.tool_calls(j, b)
+                if self.d.openai_shapes and not all(nm and ar for nm, ar in calls):
+                    raise _NeedBlocks()
+                legacy = [{"type": "function", "function": {"name": nm, "arguments": ar}}
+                          for nm, ar in calls]
+                if cur is None or "tool_calls" in cur:
+                    cur = {"role": "assistant", "content": ""}
+                    out.append(cur)
+                cur["tool_calls"] = legacy
+                self.waiting = True
+                after_calls = True
+            elif k == _K_TOOL_OUTPUT_START and not brackets:
+                outputs, j = self.output_group(j, b)
+                if not out:
+                    out.append({"role": "assistant", "content": ""})
+                for o in outputs:
+                    out.append({"role": "tool", "content": o})
+                self.waiting = False
+                cur = None
+            else:
+                self.recover(j, "unexpected token in an assistant turn")
+                j += 1
+        if not out or out[0]["role"] != "assistant":
+            out.insert(0, {"role": "assistant", "content": ""})
+        # a legacy call with empty arguments is rejected by apertus-1.5's template
+        self.messages.extend(out)
+
+
+def _calls_block(calls):
+    return {"type": "tool_calls",
+            "calls": [{"name": name, "arguments": args} for name, args in calls]}
+
+
+_CALL_HEAD = re.compile(r'\{"([^"\n]*)": ')
+
+
+def _salvage_calls(raw: str):
+    """Lenient mode: tool calls from truncated or malformed text, read left to right;
+    a call whose arguments are cut off keeps what there is of them."""
+    calls = []
+    pos = 1 if raw.startswith("[") else 0
+    while True:
+        m = _CALL_HEAD.match(raw, pos)
+        if m is None:
+            return calls
+        start = m.end()
+        end = _json_end(raw, start)
+        if end < 0:
+            nxt = raw.find('}, {"', start)
+            if nxt < 0:
+                rest = raw[start:]
+                if rest.endswith("}]"):
+                    rest = rest[:-2]
+                calls.append((m.group(1), rest))
+                return calls
+            calls.append((m.group(1), raw[start:nxt]))
+            pos = nxt + 3
+            continue
+        calls.append((m.group(1), raw[start:end]))
+        pos = end
+        if raw.startswith("}, ", pos):
+            pos += 3
+        else:
+            return calls
+
+
+def _valid_date(s):
+    import datetime
+
+    try:
+        datetime.date.fromisoformat(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _as_text(data):
+    if isinstance(data, str):
+        return data
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError.at(raw, exc.start, "invalid UTF-8", expected="valid UTF-8",
+                                found=f"byte 0x{raw[exc.start]:02x}") from None
+    raise TypeError(f"parse() takes str or UTF-8 bytes, not {type(data).__name__}")
+
+
+def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True,
+          format: str = "auto") -> ParsedConversation:
+    """Parse rendered Apertus text back into the conversation that renders to it.
+
+    ``strict`` (default): text that no conversation renders to raises
+    :class:`ParseError` (offset, line, column, expected, found, excerpt). Lenient
+    (``strict=False``): for model output (truncated, malformed): recovers the best
+    structure and lists what it recovered from in ``.warnings``; also reads
+    ``<think>``/``</think>`` as the reasoning delimiters.
+
+    ``format``: ``"auto"`` (blocks when any assistant turn has reasoning delimiters,
+    else strings with legacy ``tool_calls`` and tool messages), ``"blocks"`` or
+    ``"string"`` (which fails on reasoning).
+    """
+    d = get_dialect(dialect)
+    s = _as_text(text)
+    events = _events(s, d)
+    builder = _Builder(s, events, d, strict, format)
+    if builder.format == "string" and builder._has_reasoning():
+        raise ValueError("format='string' cannot represent reasoning (<|inner_prefix|>); "
+                         "use 'blocks' or 'auto'")
+    try:
+        result = builder.build()
+    except _NeedBlocks:
+        if format != "auto":
+            raise ValueError("format='string' cannot represent tool calls with empty names "
+                             "or arguments in apertus-1.5; use 'blocks' or 'auto'") from None
+        result = _Builder(s, events, d, strict, "blocks").build()
+    if strict:
+        _verify(s, result)
+    return result
+
+
+def _verify(text, result):
+    """Strict mode: the text must be exactly what the parsed conversation renders to;
+    otherwise no conversation renders to it (the builder takes the canonical reading
+    of every ambiguity), and the first difference is reported."""
+    from ._errors import RenderError
+
+    try:
+        again = result.render()
+    except RenderError as exc:
+        raise ParseError.at(text, 0, f"no conversation renders to this text ({exc})") from None
+    if again == text:
+        return
+    at = _first_difference(text, again)
+    expected = repr(again[at:at + 25]) if at < len(again) else "end of text"
+    found = repr(text[at:at + 25]) if at < len(text) else "end of text"
+    raise ParseError.at(text, at, "no conversation renders to this text",
+                        expected=expected, found=found)
+
+
+def _first_difference(a, b):
+    n = min(len(a), len(b))
+    lo = 0
+    # compare in chunks first: the common prefix is usually long
+    step = 4096
+    while lo + step <= n and a[lo:lo + step] == b[lo:lo + step]:
+        lo += step
+    while lo < n and a[lo] == b[lo]:
+        lo += 1
+    return lo
+
+
+def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT) -> list:
+    """The canonical form of a conversation: the messages :func:`parse` returns for its
+    rendering. ``render(normalize(m)) == render(m)`` (see docs/format.md for the rules
+    and the one exception, a trailing empty open assistant turn, which *is* the
+    generation prompt)."""
+    d = get_dialect(dialect)
+    return parse(render(messages, dialect=d, date="2000-01-01"), dialect=d).messages
