@@ -233,8 +233,9 @@ def _events(text, d):
 
 
 class _NeedBlocks(Exception):
-    """The string format cannot represent this turn (apertus-1.5 rejects legacy tool
-    calls with empty names or arguments): read the conversation as blocks."""
+    """The string format cannot represent this turn (an empty legacy ``tool_calls``
+    list renders nothing; apertus-1.5 rejects legacy calls with empty names or
+    arguments): read the conversation as blocks."""
 
 
 class _Builder:
@@ -653,7 +654,8 @@ class _Builder:
             after_calls = False
             if k == _K_TOOLS_PREFIX:
                 calls, j = self.tool_calls(j, b)
-                if self.d.openai_shapes and not all(nm and ar for nm, ar in calls):
+                if not calls or (self.d.openai_shapes
+                                 and not all(nm and ar for nm, ar in calls)):
                     raise _NeedBlocks()
                 legacy = [{"type": "function", "function": {"name": nm, "arguments": ar}}
                           for nm, ar in calls]
@@ -665,7 +667,9 @@ class _Builder:
                 after_calls = True
             elif k == _K_TOOL_OUTPUT_START and not brackets:
                 outputs, j = self.output_group(j, b)
-                if not out:
+                if not out or out[-1]["role"] == "tool":
+                    # tool messages need an open turn, and a new group needs an
+                    # assistant message between it and the previous one
                     out.append({"role": "assistant", "content": ""})
                 for o in outputs:
                     out.append({"role": "tool", "content": o})
@@ -805,10 +809,21 @@ def _first_difference(a, b):
     return lo
 
 
-def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT) -> list:
+def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
+              add_generation_prompt: bool = False,
+              continue_assistant_message: bool = False) -> list:
     """The canonical form of a conversation: the messages :func:`parse` returns for its
-    rendering. ``render(normalize(m)) == render(m)`` (see docs/format.md for the rules
-    and the one exception, a trailing empty open assistant turn, which *is* the
-    generation prompt)."""
+    rendering with these settings (``docs/format.md`` lists the rules: merged turns and
+    thoughts, tool outputs as blocks or tool messages, the default system prompt
+    dropped, ...). ``render(normalize(m, **kw), **kw) == render(m, **kw)``, except that
+    an empty assistant turn left open at the end reads as the generation prompt.
+
+    Raises :class:`RenderError` for a conversation the template rejects, and
+    :class:`ParseError` for one outside the round-trip domain (content spelling special
+    tokens).
+    """
     d = get_dialect(dialect)
-    return parse(render(messages, dialect=d, date="2000-01-01"), dialect=d).messages
+    text = render(messages, dialect=d, date="2000-01-01",
+                  add_generation_prompt=add_generation_prompt,
+                  continue_assistant_message=continue_assistant_message)
+    return parse(text, dialect=d).messages
