@@ -1,0 +1,211 @@
+"""``ApertusFormatter``: the reference package's formatter API over apertus-fast's
+renderer and parser.
+
+Construction only stores settings (the reference read and compiled the Jinja template
+in every constructor). Rendering produces the bytes the reference's template produces;
+see ``docs/dropin.md`` for the deliberate differences.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ._dialects import DEFAULT_DIALECT, get_dialect
+from ._models import (
+    AssistantContent,
+    ContentFormat,
+    Conversation,
+    Message,
+    Role,
+    SystemContent,
+    UserContent,
+    conversation_to_template_messages,
+    messages_from_dicts,
+)
+from ._render import render
+
+__all__ = ["ApertusFormatter"]
+
+
+class ApertusFormatter:
+    """Render conversations to the Apertus chat format, and parse them back.
+
+    ``ApertusFormatter(enable_thinking=False, tools=None)`` as in the reference
+    package, plus keyword-only extensions: ``dialect`` (which official template to
+    reproduce; the default is the reference package's own) and ``date`` (fixes the
+    date of the default system prompt; ``None`` is today, as in the reference).
+    """
+
+    # Special tokens
+    BOS_TOKEN = "<s>"
+    SYSTEM_START = "<|system_start|>"
+    SYSTEM_END = "<|system_end|>"
+    DEVELOPER_START = "<|developer_start|>"
+    DEVELOPER_END = "<|developer_end|>"
+    USER_START = "<|user_start|>"
+    USER_END = "<|user_end|>"
+    ASSISTANT_START = "<|assistant_start|>"
+    ASSISTANT_END = "<|assistant_end|>"
+    INNER_PREFIX = "<|inner_prefix|>"
+    INNER_SUFFIX = "<|inner_suffix|>"
+    TOOLS_PREFIX = "<|tools_prefix|>"
+    TOOLS_SUFFIX = "<|tools_suffix|>"
+
+    def __init__(
+        self,
+        enable_thinking: bool = False,
+        tools: Optional[List[Dict[str, Any]]] = None,
+        *,
+        dialect: str = DEFAULT_DIALECT,
+        date=None,
+    ):
+        get_dialect(dialect)  # unknown dialect: ValueError now, not at first use
+        self.enable_thinking = enable_thinking
+        self.tools = tools or []
+        self.dialect = dialect
+        self.date = date
+
+    def __repr__(self) -> str:
+        return (f"ApertusFormatter(enable_thinking={self.enable_thinking!r}, "
+                f"tools={self.tools!r}, dialect={self.dialect!r}, date={self.date!r})")
+
+    # ------------------------------------------------------------ checks and prep
+
+    def _detect_content_format(self, messages: List[Message]) -> ContentFormat:
+        """The format of the first non-tool message (``STRING`` when there is none)."""
+        for message in messages:
+            if message.role == Role.TOOL:
+                continue
+            if isinstance(message.content, (SystemContent, UserContent, AssistantContent)):
+                return ContentFormat.MAPPING
+            if isinstance(message.content, str):
+                return ContentFormat.STRING
+        return ContentFormat.STRING
+
+    def _validate_format_consistency(self, messages: List[Message]) -> None:
+        """Raise ``ValueError`` unless all assistant messages use one content format
+        (all strings or all :class:`AssistantContent`); the message names the index."""
+        expected = None
+        for i, message in enumerate(messages):
+            if message.role != Role.ASSISTANT:
+                continue
+            content = message.content
+            if expected is None:
+                if isinstance(content, AssistantContent):
+                    expected = ContentFormat.MAPPING
+                elif isinstance(content, str):
+                    expected = ContentFormat.STRING
+                else:
+                    raise ValueError(
+                        f"Message {i}: Assistant message has invalid content type: "
+                        f"{type(content).__name__}"
+                    )
+            elif expected is ContentFormat.STRING:
+                if not isinstance(content, str):
+                    raise ValueError(_inconsistent(i, "structured", "string"))
+            elif not isinstance(content, AssistantContent):
+                raise ValueError(_inconsistent(i, "string", "structured"))
+
+    def _prepare_messages_for_template(self, messages: List[Message]) -> List[Dict[str, Any]]:
+        """The message dicts the chat template reads (see
+        :func:`conversation_to_template_messages`)."""
+        return conversation_to_template_messages(messages)
+
+    # ------------------------------------------------------------------ rendering
+
+    def format_conversation(
+        self, conversation: Conversation, add_generation_prompt: bool = False
+    ) -> str:
+        """Render ``conversation`` with the chat template.
+
+        Raises ``ValueError`` when assistant messages mix string and structured content
+        (checked first, with the reference's messages), and
+        :class:`apertus_fast.RenderError` (a ``ValueError``) wherever the template
+        raises; the reference package raised ``jinja2.TemplateError`` there.
+        """
+        self._validate_format_consistency(conversation.messages)
+        return render(
+            conversation_to_template_messages(conversation.messages),
+            dialect=self.dialect,
+            tools=self.tools,
+            enable_thinking=self.enable_thinking,
+            add_generation_prompt=add_generation_prompt,
+            date=self.date,
+            bos_token=self.BOS_TOKEN,
+        )
+
+    def format_assistant_content(self, assistant_content: AssistantContent) -> str:
+        """Render structured assistant content as the string the template puts in an
+        assistant turn (for chat formats whose content must be a string).
+
+        Renders the single assistant message (no BOS) and returns the text after
+        ``<|assistant_start|>`` up to ``<|assistant_end|>`` or the end, stripped.
+        Template errors raise :class:`apertus_fast.RenderError` (the reference:
+        ``jinja2.TemplateError``).
+        """
+        message = Message(role=Role.ASSISTANT, content=assistant_content)
+        full = render(
+            conversation_to_template_messages([message]),
+            dialect=self.dialect,
+            tools=self.tools,
+            enable_thinking=self.enable_thinking,
+            add_generation_prompt=False,
+            date=self.date,
+            bos_token="",
+        )
+        start = full.find(self.ASSISTANT_START)
+        if start == -1:
+            return full.strip()
+        start += len(self.ASSISTANT_START)
+        end = full.find(self.ASSISTANT_END, start)
+        return (full[start:end] if end != -1 else full[start:]).strip()
+
+    def format_assistant_message_as_string(self, message: Message) -> str:
+        """The content of an assistant message as a string: string content as it is,
+        structured content via :meth:`format_assistant_content`, anything else
+        ``str()``."""
+        content = message.content
+        if isinstance(content, str):
+            return content
+        if isinstance(content, AssistantContent):
+            return self.format_assistant_content(content)
+        return str(content)
+
+    # -------------------------------------------------------------------- parsing
+
+    def parse_conversation(self, formatted_text: str, *, strict: bool = True) -> Conversation:
+        """Parse rendered text back into a :class:`Conversation`: every turn, in
+        order, with structured assistant blocks, tool calls and tool outputs.
+
+        Uses apertus-fast's parser for this formatter's dialect. With ``strict`` (the
+        default) text that no conversation renders to raises
+        :class:`apertus_fast.ParseError` (a ``ValueError``); ``strict=False`` recovers
+        what it can. (The reference package's regex parser never raised, and returned
+        only the system message, then all user turns, then all assistant turns as
+        stripped strings.)
+
+        Only the messages are returned: the developer section (deliberation, tools)
+        is read but is not part of a ``Conversation``. A generation prompt (trailing
+        ``<|assistant_start|>``) after a user turn comes back as an empty assistant
+        message, as in the reference package, so that
+        ``format_conversation(parse_conversation(text)) == text`` with this
+        formatter's settings; one after an open assistant turn (or in a dialect that
+        closes the last turn) cannot be a message and is dropped.
+        """
+        from ._parse import parse  # imported here: the parser is optional for formatting
+
+        result = parse(formatted_text, dialect=self.dialect, strict=strict)
+        messages = messages_from_dicts(result.messages)
+        if (result.add_generation_prompt and not get_dialect(self.dialect).closes_last_turn
+                and (not messages or messages[-1].role in (Role.USER, Role.SYSTEM))):
+            empty = AssistantContent([]) if result.format == "blocks" else ""
+            messages.append(Message(role=Role.ASSISTANT, content=empty))
+        return Conversation(messages)
+
+
+def _inconsistent(index: int, uses: str, others: str) -> str:
+    return (
+        f"Format inconsistency: Assistant message {index} uses {uses} content "
+        f"but other assistant messages use {others} content. All assistant messages "
+        f"must use the same content format."
+    )
