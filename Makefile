@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh machine (Python >= 3.10 with venv and a C compiler):
+#   make demo   - install into .venv and run the main job on the shipped samples
+#   make test   - install into .venv and run the test suite
+# Both create .venv and `pip install -e ".[test]"` (which compiles the Cython core) first.
+# Without a C compiler, APERTUS_FAST_PURE=1 make test installs the pure-Python twins.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,pathlib;print(hashlib.sha1(b''.join(pathlib.Path(p).read_bytes() for p in ['pyproject.toml','setup.py','src/apertus_fast/_lexer.pyx','src/apertus_fast/_render.py','src/apertus_fast/_render.pxd'])).hexdigest()[:12])")
+OUT    ?= out
+PYTEST_ARGS ?=
+
+.PHONY: install demo test bench clean
+
+$(STAMP):
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+	@$(BIN)/python -c "import apertus_fast as a; print('apertus-fast', a.__version__, 'backend:', a.BACKEND, a.backends())"
+
+demo: install
+	mkdir -p $(OUT)
+	$(BIN)/apertus-fast render samples/conversations.jsonl -o $(OUT)/rendered.jsonl --dialect apertus-1.5 --date 2026-01-01
+	$(BIN)/apertus-fast parse $(OUT)/rendered.jsonl -o $(OUT)/parsed.jsonl --dialect apertus-1.5
+	$(BIN)/apertus-fast validate $(OUT)/rendered.jsonl --dialect apertus-1.5
+	$(BIN)/apertus-fast render $(OUT)/parsed.jsonl -o $(OUT)/rerendered.jsonl --dialect apertus-1.5
+	cmp $(OUT)/rendered.jsonl $(OUT)/rerendered.jsonl && echo "round trip: re-rendered text is byte-identical"
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	$(BIN)/python benchmarks/report.py
+
+clean:
+	rm -rf $(VENV) $(OUT) build src/*.egg-info src/apertus_fast/*.so src/apertus_fast/*.c

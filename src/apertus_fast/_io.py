@@ -1,0 +1,366 @@
+"""I/O helpers for JSONL corpora, used by the command line and usable from Python.
+
+* :class:`InputFile` / :func:`open_input`: a path (or ``"-"`` for stdin) read as bytes,
+  line by line or whole, gunzipped transparently (recognised by its magic bytes, so
+  ``.jsonl.gz`` works whatever its name), with its size and read position for progress.
+* :func:`atomic_output`: a binary file that replaces ``path`` only on success (temp file
+  in the same directory, fsync, ``os.replace``); ``"-"`` streams to stdout instead.
+* :func:`read_jsonl` / :func:`write_jsonl` / :func:`json_line`: JSON Lines in and out.
+* :class:`Progress`: a dependency-free progress line on a terminal's stderr.
+
+Example::
+
+    from apertus_fast import render
+    from apertus_fast._io import read_jsonl, write_jsonl
+
+    texts = (render(**rec) for _, rec in read_jsonl("corpus.jsonl.gz"))
+    write_jsonl("rendered.jsonl", texts)
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import zlib
+from contextlib import contextmanager, suppress
+from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator
+
+__all__ = [
+    "InputError",
+    "JsonlError",
+    "InputFile",
+    "open_input",
+    "atomic_output",
+    "stdout_binary",
+    "json_line",
+    "read_jsonl",
+    "write_jsonl",
+    "Progress",
+]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+#: Default seconds between two redraws of a :class:`Progress` line.
+PROGRESS_INTERVAL = 0.1
+# json.dumps(obj, ensure_ascii=False) builds a JSONEncoder per call; reuse one (same output).
+_ENCODE_UNICODE = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODE_ASCII = json.JSONEncoder().encode
+#: What a corrupt or truncated gzip stream raises besides OSError.
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+class InputError(OSError):
+    """The input could not be read (missing file, permissions, corrupt gzip stream)."""
+
+
+class JsonlError(ValueError):
+    """A JSONL line that is not valid JSON; ``name`` and ``lineno`` (1-based) say where."""
+
+    def __init__(self, name: str, lineno: int, reason: str):
+        self.name = name
+        self.lineno = lineno
+        self.reason = reason
+        super().__init__(f"{name}:{lineno}: {reason}")
+
+
+class InputFile:
+    """A binary input read line by line (iterate: ``bytes`` lines with their ``\\n``)
+    or whole (:meth:`read`).
+
+    ``path`` is a file path or ``"-"``/``None`` for stdin (``stdin`` overrides which
+    stream). Gzip input is decompressed transparently. ``name`` is what to print in
+    messages (``"<stdin>"`` for stdin); ``size`` is the size in bytes on disk when known
+    (a regular file; compressed size for gzip), else ``None``; :meth:`position` is how
+    many of those bytes have been consumed so far (for a progress bar).
+    """
+
+    def __init__(self, path: str | os.PathLike | None = "-", *, stdin: IO | None = None):
+        self._owned = False
+        if path is None or path == "-":
+            stream = stdin if stdin is not None else sys.stdin
+            raw = getattr(stream, "buffer", stream)
+            self.name = "<stdin>"
+        else:
+            self.name = os.fspath(path)
+            try:
+                raw = open(path, "rb")  # noqa: SIM115 - closed in close()
+            except OSError as exc:
+                raise InputError(f"cannot read {self.name}: {exc.strerror or exc}") from exc
+            self._owned = True
+        self._raw = raw
+        self._start = 0
+        self.size: int | None = None
+        try:
+            st = os.fstat(raw.fileno())
+            if stat.S_ISREG(st.st_mode):
+                self._start = raw.tell()
+                self.size = max(0, st.st_size - self._start)
+        except (OSError, AttributeError, ValueError):
+            pass
+        self.compressed = _peek(raw, 2) == _GZIP_MAGIC
+        self._file: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
+
+    def position(self) -> int | None:
+        """Bytes of :attr:`size` consumed so far (``None`` if unknown)."""
+        if self.size is None:
+            return None
+        try:
+            return self._raw.tell() - self._start
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._file
+        except _READ_ERRORS as exc:
+            raise InputError(f"cannot read {self.name}: {exc}") from exc
+
+    def read(self) -> bytes:
+        """The whole (remaining, decompressed) content."""
+        try:
+            return self._file.read()
+        except _READ_ERRORS as exc:
+            raise InputError(f"cannot read {self.name}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._file is not self._raw:
+            with suppress(*_READ_ERRORS):
+                self._file.close()
+        if self._owned:
+            self._raw.close()
+
+    def __enter__(self) -> "InputFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_input(path: str | os.PathLike | None = "-", *, stdin: IO | None = None) -> InputFile:
+    """Open ``path`` (``"-"`` for stdin) for reading; raises :class:`InputError`."""
+    return InputFile(path, stdin=stdin)
+
+
+def _peek(raw, n: int) -> bytes:
+    """The first ``n`` bytes of ``raw`` without consuming them (``b""`` if impossible)."""
+    try:
+        peek = getattr(raw, "peek", None)
+        if peek is not None:
+            return peek(n)[:n]
+        if raw.seekable():
+            pos = raw.tell()
+            head = raw.read(n)
+            raw.seek(pos)
+            return head
+    except (OSError, ValueError):
+        pass
+    return b""
+
+
+class _TextSink:
+    """A binary ``write`` on top of a text stream that has no ``.buffer``."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, data: bytes) -> int:
+        self._stream.write(data.decode("utf-8", "surrogateescape"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def stdout_binary():
+    """A binary view of the current ``sys.stdout`` (its ``.buffer``, after flushing
+    whatever text is pending), or an adapter when it has none."""
+    out = sys.stdout
+    buf = getattr(out, "buffer", None)
+    if buf is None:
+        return _TextSink(out)
+    out.flush()
+    return buf
+
+
+def _new_file_mode(path: str) -> int:
+    """Permissions for the replacement: those of the existing file, else 0666 & ~umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = None,
+                  fsync: bool = True, buffer_size: int = 1 << 20) -> Iterator[BinaryIO]:
+    """Yield a binary file to write; ``path`` is only replaced when the block succeeds.
+
+    The data goes to a temp file in the same directory, which is flushed, fsynced and
+    renamed over ``path`` (``os.replace``) at the end. On any exception (including
+    ``KeyboardInterrupt``) the temp file is removed and an existing ``path`` stays as it
+    was. ``path`` ``"-"`` or ``None`` streams to stdout (not atomic, not closed).
+    ``compress`` gzips the output (default: when ``path`` ends with ``.gz``).
+    """
+    if path is None or path == "-":
+        out = stdout_binary()
+        yield out
+        out.flush()
+        return
+    path = os.fspath(path)
+    if compress is None:
+        compress = path.endswith(".gz")
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = _new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with open(fd, "wb", buffering=buffer_size) as f:
+            if compress:
+                # mtime=0 and no name: the same input gives the same bytes.
+                with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
+                    yield gz  # type: ignore[misc]
+            else:
+                yield f
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def json_line(obj: Any) -> bytes:
+    """``obj`` as one line of UTF-8 JSON (``ensure_ascii=False``) ending in ``\\n``.
+    Strings with lone surrogates (valid JSON ``"\\ud800"`` escapes, not encodable as
+    UTF-8) fall back to ASCII escapes, so the line stays valid and lossless."""
+    s = _ENCODE_UNICODE(obj)
+    try:
+        return (s + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_ENCODE_ASCII(obj) + "\n").encode("ascii")
+
+
+def read_jsonl(path: str | os.PathLike | None = "-") -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each non-blank line of a JSONL file (gzip
+    or not; ``"-"`` for stdin). Raises :class:`JsonlError` at the first invalid line
+    and :class:`InputError` if the file cannot be read."""
+    loads = json.loads
+    with InputFile(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if line.isspace():
+                continue
+            try:
+                yield lineno, loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise JsonlError(f.name, lineno, json_error_reason(exc)) from None
+
+
+def write_jsonl(path: str | os.PathLike | None, values: Iterable[Any]) -> int:
+    """Write each value as a JSON line to ``path`` atomically (``"-"``: stdout;
+    gzipped when it ends with ``.gz``). Returns the number of lines written."""
+    n = 0
+    with atomic_output(path) as out:
+        write = out.write
+        for value in values:
+            write(json_line(value))
+            n += 1
+    return n
+
+
+def json_error_reason(exc: BaseException) -> str:
+    """A one-line reason for a failed ``json.loads`` of one line."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at column {exc.colno}: {exc.msg}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"invalid UTF-8 at byte {exc.start + 1}: {exc.reason}"
+    if isinstance(exc, RecursionError):
+        return "invalid JSON: nested too deeply"
+    return f"invalid JSON: {exc}"
+
+
+class Progress:
+    """A one-line progress display: items done, rate, and percent of bytes when the
+    total is known. Redrawn at most once per ``interval`` seconds, cleared by
+    :meth:`close`. Disabled (every method a no-op) unless ``stream`` is a terminal.
+
+    ``position`` is a callable returning bytes consumed (``None`` if unknown) and
+    ``total`` the byte count it goes to; both are optional. Call :meth:`update` as
+    often as you like (it only reads the clock), and :meth:`clear` before writing
+    other lines to ``stream``.
+    """
+
+    def __init__(self, stream: IO[str] | None = None, *, total: int | None = None,
+                 position: Callable[[], int | None] | None = None, unit: str = "lines",
+                 interval: float | None = None, enabled: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            try:
+                enabled = bool(self.stream.isatty())
+            except (AttributeError, ValueError, OSError):
+                enabled = False
+        self.enabled = enabled
+        self.total = total if total else None
+        self._position = position
+        self.unit = unit
+        self.interval = PROGRESS_INTERVAL if interval is None else interval
+        self._clock = clock
+        self._start = clock()
+        self._next = self._start + self.interval if enabled else float("inf")
+        self._shown = False
+        self.redraws = 0
+
+    def update(self, done: int) -> None:
+        """Note that ``done`` items are done; redraws if the interval has passed."""
+        now = self._clock()
+        if now >= self._next:
+            self._next = now + self.interval
+            self.draw(done, now)
+
+    def draw(self, done: int, now: float | None = None) -> None:
+        if not self.enabled:
+            return
+        if now is None:
+            now = self._clock()
+        elapsed = max(now - self._start, 1e-9)
+        parts = [f"{done:,} {self.unit}", f"{done / elapsed:,.0f} {self.unit}/s"]
+        pos = self._position() if self._position is not None else None
+        if self.total and pos is not None:
+            frac = min(max(pos / self.total, 0.0), 1.0)
+            width = 20
+            filled = int(frac * width)
+            parts.insert(0, f"[{'#' * filled}{'.' * (width - filled)}] {frac * 100:5.1f}%")
+        line = "  ".join(parts)
+        columns = shutil.get_terminal_size((80, 24)).columns
+        self.stream.write("\r" + line[: max(columns - 1, 10)] + "\x1b[K")
+        self.stream.flush()
+        self._shown = True
+        self.redraws += 1
+
+    def clear(self) -> None:
+        """Erase the progress line (it comes back at the next redraw)."""
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._shown = False
+
+    def close(self) -> None:
+        self.clear()
+        self.enabled = False
+        self._next = float("inf")
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,748 @@
+"""The ``apertus-fast`` command line: render, parse and validate JSONL corpora.
+
+``main(argv)`` is the entry point (also ``python -m apertus_fast``); it returns the exit
+status: 0 success, 1 some line failed, 2 usage error or unreadable input/unwritable
+output, 130 interrupted. See ``docs/cli.md``.
+
+Each command streams its input line by line (constant memory), reports every bad line
+on stderr as ``INPUT:LINE: reason`` and carries on, writes the output file atomically,
+and ends with a one-line summary on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import json.encoder as _json_encoder
+import os
+import signal
+import sys
+import threading
+import time
+
+from . import _io
+from ._dialects import DEFAULT_DIALECT, DIALECTS
+from ._errors import ParseError, RenderError
+from ._render import render
+
+__all__ = ["main", "build_parser"]
+
+PROG = "apertus-fast"
+
+#: One line per dialect for ``apertus-fast dialects`` (a dialect missing here is listed
+#: with a description derived from its table).
+DIALECT_DESCRIPTIONS = {
+    "apertus-format-reference": (
+        "the reference apertus_format package (plain jinja2): tool outputs in [...], "
+        "last assistant turn left open, text-only user parts"
+    ),
+    "apertus-1": (
+        "Apertus 1 models (Hugging Face / vLLM chat template): closes the last "
+        "assistant turn, <|image|> user parts"
+    ),
+    "apertus-1.5": (
+        "Apertus 1.5 models: <|tool_output_start|>/<|tool_output_end|>, image and audio "
+        "parts, OpenAI-shaped tools and tool calls"
+    ),
+}
+
+_RENDER_EXAMPLES = """\
+input lines (JSONL, one conversation a line; other keys such as "id" are ignored):
+  {"messages": [...], "tools": [...], "enable_thinking": true, "add_generation_prompt": false}
+  [{"role": "user", "content": "Grüezi!"}, ...]          (a bare list of messages)
+per-line keys override the command line: tools, tools_text, enable_thinking,
+add_generation_prompt, continue_assistant_message, date, bos_token (null = not set),
+and "dialect" when --dialect is not given. `apertus-fast parse` output is valid input.
+
+output: one JSON string a line (the rendered text), in input order; a bad line is
+reported on stderr as INPUT:LINE: reason and produces no output line.
+
+examples:
+  apertus-fast render samples/conversations.jsonl -o rendered.jsonl --date 2026-01-01
+  apertus-fast render corpus.jsonl.gz --dialect apertus-1.5 -o rendered.jsonl.gz
+  cat corpus.jsonl | apertus-fast render - --skip-errors > rendered.jsonl
+  apertus-fast render samples/conversations.jsonl --text | less     (for eyes only)
+"""
+
+_PARSE_EXAMPLES = """\
+input: raw rendered text (the whole file is one conversation, taken byte for byte:
+no trailing newline is stripped), or JSONL with one rendered text a line (a JSON
+string, or an object with a "text" key). --format auto picks JSONL when the first
+non-blank line is valid JSON.
+
+output: one JSON object a line, the conversation in render's input shape
+({"messages": [...], "enable_thinking": ..., "add_generation_prompt": ..., ...}),
+so `apertus-fast render` reads it back.
+
+examples:
+  apertus-fast parse samples/rendered-apertus-1.5.txt --dialect apertus-1.5
+  apertus-fast parse rendered.jsonl -o conversations.jsonl
+  apertus-fast parse model-outputs.jsonl --lenient --skip-errors -o recovered.jsonl
+"""
+
+_VALIDATE_EXAMPLES = """\
+input: what parse reads (raw text or JSONL of rendered texts), and JSONL
+conversations (objects with "messages", or bare lists of messages), which are
+checked by rendering them. Lines may mix both kinds.
+
+output: one line per problem on stdout (INPUT:LINE: ...), a summary on stderr;
+exit status 1 if anything failed.
+
+examples:
+  apertus-fast validate samples/conversations.jsonl --dialect apertus-1
+  apertus-fast validate rendered.jsonl --dialect apertus-1.5
+"""
+
+_MAIN_EPILOG = """\
+examples:
+  apertus-fast render samples/conversations.jsonl --date 2026-01-01 -o rendered.jsonl
+  apertus-fast parse rendered.jsonl -o parsed.jsonl
+  apertus-fast validate corpus.jsonl.gz --dialect apertus-1.5
+  apertus-fast dialects
+
+exit status: 0 ok; 1 some line failed; 2 usage error, unreadable input or unwritable
+output; 130 interrupted (143 SIGTERM, 141 broken pipe).
+Run `apertus-fast COMMAND --help` for the options and examples of each command.
+"""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _version() -> str:
+    pkg = sys.modules.get(__package__ or "apertus_fast")
+    version = getattr(pkg, "__version__", None)
+    if version is None:
+        try:
+            from importlib.metadata import version as _meta_version
+
+            version = _meta_version("apertus-fast")
+        except Exception:  # noqa: BLE001 - not installed: running from a source tree
+            version = "unknown"
+    backend = getattr(pkg, "BACKEND", None)
+    return f"{PROG} {version}" + (f" (backend: {backend})" if backend else "")
+
+
+def _date_arg(value: str) -> str:
+    try:
+        return _dt.date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date as YYYY-MM-DD, got {value!r}") from None
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}")
+    return n
+
+
+def _one_line(reason: str) -> str:
+    """Keep a reported reason on one line (reasons may quote user text)."""
+    if "\n" in reason or "\r" in reason:
+        reason = reason.replace("\r", "\\r").replace("\n", "\\n")
+    return reason
+
+
+def _parse_error_reason(exc: ParseError, line_offset: int = 0) -> str:
+    """``line L, column C (offset O): reason; expected X; found Y; near '...'``."""
+    parts = [f"line {exc.line + line_offset}, column {exc.column} (offset {exc.offset}): {exc.reason}"]
+    if exc.expected:
+        parts.append(f"expected {exc.expected}")
+    if exc.found:
+        parts.append(f"found {exc.found}")
+    if exc.excerpt:
+        parts.append(f"near {exc.excerpt!r}")
+    return "; ".join(parts)
+
+
+def _rate(n: int, nbytes: int, seconds: float) -> str:
+    seconds = max(seconds, 1e-9)
+    return f"in {seconds:.{2 if seconds >= 1 else 3}f} s ({n / seconds:,.0f} lines/s, {nbytes / seconds / 1e6:,.1f} MB/s)"
+
+
+class _Reporter:
+    """Counts and prints problems as ``INPUT:LINE: reason`` (at most ``max_errors``)."""
+
+    def __init__(self, name: str, stream, progress: _io.Progress | None, max_errors: int | None):
+        self.name = name
+        self.stream = stream
+        self.progress = progress
+        self.max_errors = max_errors
+        self.failed = 0
+        self.shown = 0
+        self.warnings = 0
+
+    def _write(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress.clear()
+        self.stream.write(line)
+
+    def error(self, lineno: int, reason: str) -> None:
+        self.failed += 1
+        if self.max_errors is None or self.shown < self.max_errors:
+            self.shown += 1
+            self._write(f"{self.name}:{lineno}: {_one_line(reason)}\n")
+
+    def warning(self, lineno: int, reason: str) -> None:
+        self.warnings += 1
+        if self.max_errors is None or self.shown < self.max_errors:
+            self.shown += 1
+            self._write(f"{self.name}:{lineno}: warning: {_one_line(reason)}\n")
+
+    def hidden_note(self) -> str:
+        hidden = self.failed + self.warnings - self.shown
+        return f" ({hidden:,} more problems not shown)" if hidden > 0 else ""
+
+
+def _make_progress(args, inp: _io.InputFile) -> _io.Progress | None:
+    if args.quiet or args.no_progress:
+        return None
+    progress = _io.Progress(sys.stderr, total=inp.size, position=inp.position)
+    return progress if progress.enabled else None
+
+
+def _summary(args, text: str) -> None:
+    if not args.quiet:
+        sys.stderr.write(text + "\n")
+
+
+class _Shape(Exception):
+    """A JSONL line of the wrong shape (internal)."""
+
+
+_BOOL_KEYS = ("enable_thinking", "add_generation_prompt", "continue_assistant_message")
+_STR_KEYS = ("date", "bos_token", "tools_text")
+
+
+class _LineOptions:
+    """Turns one JSONL conversation into ``(messages, render keyword arguments)``.
+
+    Per-line keys override the command-line defaults: ``tools``, ``tools_text``,
+    ``enable_thinking``, ``add_generation_prompt``, ``continue_assistant_message``,
+    ``date``, ``bos_token`` (``null`` = not set). A line's ``"dialect"`` is used only
+    when ``--dialect`` was not given (so parse output can be re-rendered in another
+    dialect). Other keys are ignored.
+    """
+
+    def __init__(self, dialect: str, dialect_explicit: bool, date: str,
+                 thinking: bool = False, gen_prompt: bool = False):
+        self.dialect_explicit = dialect_explicit
+        self.defaults = {"dialect": dialect, "enable_thinking": thinking,
+                         "add_generation_prompt": gen_prompt, "date": date}
+
+    def __call__(self, obj):
+        if type(obj) is dict:
+            messages = obj.get("messages")
+            if messages is None:
+                raise _Shape('expected an object with a "messages" key (or a list of messages)')
+            if len(obj) == 1:  # the common case: only "messages", no per-line options
+                return messages, self.defaults
+            kw = dict(self.defaults)
+            tools = obj.get("tools")
+            if tools is not None:
+                kw["tools"] = tools
+            for key in _BOOL_KEYS:
+                value = obj.get(key)
+                if value is not None:
+                    if value is not True and value is not False:
+                        raise _Shape(f'"{key}" must be true or false, got '
+                                     f'{json.dumps(value, ensure_ascii=False)[:40]}')
+                    kw[key] = value
+            for key in _STR_KEYS:
+                value = obj.get(key)
+                if value is not None:
+                    if type(value) is not str:
+                        raise _Shape(f'"{key}" must be a string, got {_json_type(value)}')
+                    kw[key] = value
+            dialect = obj.get("dialect")
+            if dialect is not None and not self.dialect_explicit:
+                if dialect not in DIALECTS:
+                    raise _Shape(f'unknown "dialect" {json.dumps(dialect, ensure_ascii=False)[:40]}; '
+                                 f"known: {', '.join(DIALECTS)}")
+                kw["dialect"] = dialect
+            return messages, kw
+        if type(obj) is list:
+            return obj, self.defaults
+        raise _Shape(f"expected an object with a \"messages\" key or a list of messages, "
+                     f"got {_json_type(obj)}")
+
+
+def _json_type(obj) -> str:
+    if obj is None:
+        return "null"
+    if isinstance(obj, bool):
+        return "a boolean"
+    if isinstance(obj, (int, float)):
+        return "a number"
+    if isinstance(obj, str):
+        return "a string"
+    if isinstance(obj, list):
+        return "a list"
+    return "an object"
+
+
+def _load_parse():
+    """The library's ``parse`` (imported lazily: render-only runs never load it)."""
+    from ._parse import parse
+
+    return parse
+
+
+def _dialect(args) -> str:
+    return args.dialect or DEFAULT_DIALECT
+
+
+def _fixed_date(args) -> str:
+    # Fixed once per run: a run crossing midnight renders every line with one date.
+    return args.date or _dt.date.today().isoformat()
+
+
+# --------------------------------------------------------------------------- render
+
+
+def _cmd_render(args) -> int:
+    render_fn = render  # looked up per run (tests monkeypatch it)
+    loads = json.loads
+    # == json.dumps(text, ensure_ascii=False) / json.dumps(text) for a str, without the
+    # cost of building a JSONEncoder per call (json.dumps does that for non-default args)
+    quote = _json_encoder.encode_basestring
+    quote_ascii = _json_encoder.encode_basestring_ascii
+    conversation = _LineOptions(_dialect(args), args.dialect is not None, _fixed_date(args),
+                                args.thinking, args.generation_prompt)
+    text_mode = args.text
+    t0 = time.perf_counter()
+    rendered = blank = nbytes = 0
+
+    with _io.open_input(args.input) as inp, _io.atomic_output(args.output) as out:
+        write = out.write
+        progress = _make_progress(args, inp)
+        report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
+        try:
+            for lineno, line in enumerate(inp, 1):
+                nbytes += len(line)
+                if progress is not None:
+                    progress.update(lineno)
+                if line.isspace():
+                    blank += 1
+                    continue
+                try:
+                    obj = loads(line)
+                except (ValueError, RecursionError) as exc:
+                    report.error(lineno, _io.json_error_reason(exc))
+                    continue
+                try:
+                    messages, kw = conversation(obj)
+                    text = render_fn(messages, **kw)
+                except RenderError as exc:
+                    report.error(lineno, str(exc))
+                    continue
+                except _Shape as exc:
+                    report.error(lineno, str(exc))
+                    continue
+                if text_mode:
+                    write((text + "\n").encode("utf-8", "backslashreplace"))
+                else:
+                    try:
+                        write((quote(text) + "\n").encode("utf-8"))
+                    except UnicodeEncodeError:  # lone surrogates: escape them
+                        write((quote_ascii(text) + "\n").encode("ascii"))
+                rendered += 1
+        finally:
+            if progress is not None:
+                progress.close()
+
+    _summary(args, f"rendered {rendered:,}, failed {report.failed:,}, skipped blank {blank:,} "
+                   f"{_rate(rendered + report.failed, nbytes, time.perf_counter() - t0)}"
+                   f"{report.hidden_note()}")
+    return 1 if report.failed and not args.skip_errors else 0
+
+
+# --------------------------------------------------------------------------- parse / validate
+
+
+def _detect_format(inp: _io.InputFile, forced: str):
+    """Read up to the first non-blank line; return ``(format, head, rest, first_value)``:
+    the format (``"jsonl"`` or ``"raw"``), the lines read so far, the iterator over the
+    remaining lines, and the decoded JSON of the first non-blank line (``_NOT_JSON`` if
+    it is not JSON), so that line is not decoded twice."""
+    head: list[bytes] = []
+    it = iter(inp)
+    first = None
+    for line in it:
+        head.append(line)
+        if not line.isspace():
+            first = line
+            break
+    value = _NOT_JSON
+    if first is not None and forced != "raw":
+        try:
+            value = json.loads(first)
+        except (ValueError, RecursionError):
+            value = _NOT_JSON
+    if forced == "auto":
+        fmt = "raw" if value is _NOT_JSON and first is not None else "jsonl"
+    else:
+        fmt = forced
+    return fmt, head, it, value
+
+
+_NOT_JSON = object()
+
+
+def _read_raw(head: list[bytes], rest) -> bytes:
+    """The whole input of a raw file: the lines read for detection and the rest."""
+    return b"".join(head) + b"".join(rest)
+
+
+def _decode_raw(data: bytes) -> str:
+    """UTF-8 text of a raw file; raises ParseError at the first undecodable byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        # (line, column and offset of this error count bytes: the text has no characters yet)
+        raise ParseError.at(data, exc.start, f"invalid UTF-8 ({exc.reason})") from None
+
+
+def _text_of(value) -> str:
+    """The rendered text a JSONL line carries (a string, or an object's "text")."""
+    if type(value) is str:
+        return value
+    if type(value) is dict:
+        text = value.get("text")
+        if type(text) is str:
+            return text
+        if text is None:
+            raise _Shape('expected a JSON string or an object with a "text" key')
+        raise _Shape(f'"text" must be a string, got {_json_type(text)}')
+    raise _Shape(f'expected a JSON string or an object with a "text" key, got {_json_type(value)}')
+
+
+def _iter_jsonl(head, rest, first_value, lineno_start=1):
+    """(lineno, line bytes, decoded value or _NOT_JSON) over the head lines and the rest;
+    the first non-blank line's value is passed in already decoded."""
+    lineno = lineno_start - 1
+    for line in head:
+        lineno += 1
+        yield lineno, line, (first_value if not line.isspace() else None)
+    for line in rest:
+        lineno += 1
+        yield lineno, line, _NOT_JSON
+
+
+def _cmd_parse(args) -> int:
+    parse_fn = _load_parse()
+    strict = not args.lenient
+    dialect = _dialect(args)
+    loads = json.loads
+    t0 = time.perf_counter()
+    parsed = blank = nbytes = 0
+
+    with _io.open_input(args.input) as inp:
+        fmt, head, rest, first_value = _detect_format(inp, args.format)
+        with _io.atomic_output(args.output) as out:
+            write = out.write
+            progress = _make_progress(args, inp) if fmt == "jsonl" else None
+            report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
+            try:
+                if fmt == "raw":
+                    data = _read_raw(head, rest)
+                    nbytes = len(data)
+                    try:
+                        result = parse_fn(_decode_raw(data), dialect=dialect, strict=strict)
+                    except ParseError as exc:
+                        report.error(exc.line, _parse_error_reason(exc))
+                    else:
+                        for w in result.warnings:
+                            report.warning(1, w)
+                        write(_io.json_line(result.to_dict()))
+                        parsed += 1
+                else:
+                    for lineno, line, value in _iter_jsonl(head, rest, first_value):
+                        nbytes += len(line)
+                        if progress is not None:
+                            progress.update(lineno)
+                        if line.isspace():
+                            blank += 1
+                            continue
+                        if value is _NOT_JSON:
+                            try:
+                                value = loads(line)
+                            except (ValueError, RecursionError) as exc:
+                                report.error(lineno, _io.json_error_reason(exc))
+                                continue
+                        try:
+                            result = parse_fn(_text_of(value), dialect=dialect, strict=strict)
+                        except ParseError as exc:
+                            report.error(lineno, _parse_error_reason(exc))
+                            continue
+                        except _Shape as exc:
+                            report.error(lineno, str(exc))
+                            continue
+                        for w in result.warnings:
+                            report.warning(lineno, w)
+                        write(_io.json_line(result.to_dict()))
+                        parsed += 1
+            finally:
+                if progress is not None:
+                    progress.close()
+
+    recovered = f" ({report.warnings:,} warnings)" if report.warnings else ""
+    _summary(args, f"parsed {parsed:,}{recovered}, failed {report.failed:,}, skipped blank {blank:,} "
+                   f"{_rate(parsed + report.failed, nbytes, time.perf_counter() - t0)}"
+                   f"{report.hidden_note()}")
+    return 1 if report.failed and not args.skip_errors else 0
+
+
+def _cmd_validate(args) -> int:
+    strict = not args.lenient
+    dialect = _dialect(args)
+    conversation = _LineOptions(dialect, args.dialect is not None, _fixed_date(args))
+    loads = json.loads
+    render_fn = render
+    parse_fn = None
+    t0 = time.perf_counter()
+    checked = blank = nbytes = 0
+
+    def check_text(text: str, lineno: int, line_offset: int = 0) -> None:
+        nonlocal parse_fn
+        if parse_fn is None:
+            parse_fn = _load_parse()
+        try:
+            result = parse_fn(text, dialect=dialect, strict=strict)
+        except ParseError as exc:
+            report.error(lineno, _parse_error_reason(exc, line_offset))
+            return
+        for w in result.warnings:
+            report.warning(lineno, w)
+
+    with _io.open_input(args.input) as inp:
+        fmt, head, rest, first_value = _detect_format(inp, args.format)
+        progress = _make_progress(args, inp) if fmt == "jsonl" else None
+        report = _Reporter(inp.name, sys.stdout, progress, args.max_errors)
+        try:
+            if fmt == "raw":
+                data = _read_raw(head, rest)
+                nbytes = len(data)
+                checked = 1
+                try:
+                    text = _decode_raw(data)
+                except ParseError as exc:
+                    report.error(exc.line, _parse_error_reason(exc))
+                else:
+                    parse_fn = _load_parse()
+                    try:
+                        result = parse_fn(text, dialect=dialect, strict=strict)
+                    except ParseError as exc:
+                        report.error(exc.line, _parse_error_reason(exc))
+                    else:
+                        for w in result.warnings:
+                            report.warning(1, w)
+            else:
+                for lineno, line, value in _iter_jsonl(head, rest, first_value):
+                    nbytes += len(line)
+                    if progress is not None:
+                        progress.update(lineno)
+                    if line.isspace():
+                        blank += 1
+                        continue
+                    checked += 1
+                    if value is _NOT_JSON:
+                        try:
+                            value = loads(line)
+                        except (ValueError, RecursionError) as exc:
+                            report.error(lineno, _io.json_error_reason(exc))
+                            continue
+                    try:
+                        if type(value) is list or (type(value) is dict and "messages" in value):
+                            messages, kw = conversation(value)
+                            render_fn(messages, **kw)
+                        elif type(value) is str or (type(value) is dict and "text" in value):
+                            check_text(_text_of(value), lineno)
+                        else:
+                            raise _Shape('expected an object with "messages" or "text", a list '
+                                         f'of messages or a JSON string, got {_json_type(value)}')
+                    except (RenderError, _Shape) as exc:
+                        report.error(lineno, str(exc))
+        finally:
+            if progress is not None:
+                progress.close()
+    sys.stdout.flush()
+    warned = f", {report.warnings:,} warnings" if report.warnings else ""
+    _summary(args, f"checked {checked:,}, ok {checked - report.failed:,}, failed {report.failed:,}"
+                   f"{warned}, skipped blank {blank:,} "
+                   f"{_rate(checked, nbytes, time.perf_counter() - t0)}{report.hidden_note()}")
+    return 1 if report.failed else 0
+
+
+# --------------------------------------------------------------------------- dialects
+
+
+def _cmd_dialects(args) -> int:
+    width = max(len(name) for name in DIALECTS)
+    for name, d in DIALECTS.items():
+        desc = DIALECT_DESCRIPTIONS.get(name) or f"template {d.template}"
+        mark = " (default)" if name == DEFAULT_DIALECT else ""
+        sys.stdout.write(f"{name:<{width}}  {desc}{mark}\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- argparse
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=30)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Render, parse and validate conversations in the Apertus chat format.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(p, *, output=True, skip=True, conv_lines=True):
+        p.add_argument("input", metavar="INPUT",
+                       help="input file, '-' for stdin (gzip is decompressed transparently)")
+        if output:
+            p.add_argument("-o", "--output", metavar="OUTPUT", default="-",
+                           help="output file, '-' for stdout (default); written atomically, "
+                                "gzipped if it ends with .gz")
+        p.add_argument("--dialect", choices=list(DIALECTS), default=None, metavar="D",
+                       help=f"format version: {', '.join(DIALECTS)} (default: {DEFAULT_DIALECT}"
+                            + ("; if not given, a line's \"dialect\" key is used)" if conv_lines else ")"))
+        if skip:
+            p.add_argument("--skip-errors", action="store_true",
+                           help="exit 0 even if some lines failed (they are still reported)")
+        p.add_argument("--max-errors", type=_positive_int, metavar="N", default=None,
+                       help="print at most N problems (all are still counted)")
+        p.add_argument("-q", "--quiet", action="store_true",
+                       help="no summary line and no progress bar")
+        p.add_argument("--no-progress", action="store_true",
+                       help="no progress bar (it is only shown when stderr is a terminal)")
+
+    p = sub.add_parser("render", help="render JSONL conversations to text",
+                       description="Render JSONL conversations with the chat template of a "
+                                   "dialect, one output line per input line.",
+                       epilog=_RENDER_EXAMPLES, formatter_class=_Formatter)
+    common(p)
+    p.add_argument("--date", type=_date_arg, metavar="YYYY-MM-DD",
+                   help="date in the default system prompt, for lines without a \"date\" key "
+                        "(default: today, fixed at start)")
+    p.add_argument("--thinking", action="store_true",
+                   help="enable_thinking for lines that do not set it")
+    p.add_argument("--generation-prompt", action="store_true",
+                   help="add_generation_prompt for lines that do not set it")
+    p.add_argument("--text", action="store_true",
+                   help="write the raw texts, each followed by a newline (to read or grep; "
+                        "not lossless, since texts contain newlines)")
+    p.set_defaults(func=_cmd_render)
+
+    formats = ("auto", "jsonl", "raw")
+    p = sub.add_parser("parse", help="parse rendered text back to JSONL conversations",
+                       description="Parse rendered conversations back to messages.",
+                       epilog=_PARSE_EXAMPLES, formatter_class=_Formatter)
+    common(p, conv_lines=False)
+    p.add_argument("--lenient", action="store_true",
+                   help="recover from malformed or truncated text (model output); what was "
+                        "recovered from is reported as warnings")
+    p.add_argument("--format", choices=formats, default="auto",
+                   help="input format (default: auto)")
+    p.set_defaults(func=_cmd_parse)
+
+    p = sub.add_parser("validate", help="check conversations or rendered texts",
+                       description="Check every line and report each problem; exit 1 if any.",
+                       epilog=_VALIDATE_EXAMPLES, formatter_class=_Formatter)
+    common(p, output=False, skip=False)
+    p.add_argument("--lenient", action="store_true",
+                   help="parse rendered text leniently (recoveries become warnings)")
+    p.add_argument("--format", choices=formats, default="auto",
+                   help="input format (default: auto)")
+    p.set_defaults(func=_cmd_validate, date=None)
+
+    p = sub.add_parser("dialects", help="list the dialects",
+                       description="List the dialects (format versions) with a description.")
+    p.set_defaults(func=_cmd_dialects)
+    return parser
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the exit flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived (a job scheduler stopping us): unwind like Ctrl-C, so the
+    temp output file is removed."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+def _catch_sigterm():
+    """Turn SIGTERM into :class:`_Terminated` while a command runs (only from the main
+    thread, and only if nobody else handles SIGTERM). Returns the handler to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    previous = _catch_sigterm()
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{PROG}: interrupted\n")
+        return 130
+    except _Terminated:
+        sys.stderr.write(f"\n{PROG}: terminated\n")
+        return 143
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except _io.InputError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except ImportError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except OSError as exc:
+        target = getattr(args, "output", None)
+        where = f"cannot write {exc.filename or target}" if target not in (None, "-") else "cannot write"
+        sys.stderr.write(f"{PROG}: error: {where}: {exc.strerror or exc}\n")
+        return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,942 @@
+"""The command line (``apertus-fast`` / ``python -m apertus_fast``) and its I/O helpers.
+
+Most tests call ``cli.main(argv)`` in-process; a few run the real entry point in a
+subprocess (stdin/stdout, no terminal, broken pipe). The parse/validate end-to-end tests
+use the real parser; the plumbing tests of those commands use a tiny fake one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import apertus_fast
+from apertus_fast import _io, cli
+from apertus_fast._dialects import DEFAULT_DIALECT, DIALECTS
+from apertus_fast._errors import ParseError, RenderError
+from apertus_fast._render import render
+
+from .oracle import ORACLE_MISSING, OracleError, oracle_render
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "samples"
+CONVERSATIONS = SAMPLES / "conversations.jsonl"
+MULTIMODAL = SAMPLES / "multimodal-1.5.jsonl"
+RENDERED_15 = SAMPLES / "rendered-apertus-1.5.txt"
+DATE = "2026-01-01"
+ALL_DIALECTS = list(DIALECTS)
+#: The source tree of the package under test, for the subprocesses.
+PKG_ROOT = str(Path(apertus_fast.__file__).resolve().parent.parent)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def sample_values(path=CONVERSATIONS):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def expected_render(value, dialect=DEFAULT_DIALECT, thinking=False, gen_prompt=False):
+    """What the render command must produce for one input line (an independent
+    restatement of the per-line rules: keys override flags)."""
+    if isinstance(value, list):
+        return render(value, dialect=dialect, enable_thinking=thinking,
+                      add_generation_prompt=gen_prompt, date=DATE)
+    def get(key, default):
+        v = value.get(key)
+        return default if v is None else v
+
+    return render(
+        value["messages"],
+        dialect=dialect,
+        tools=value.get("tools"),
+        tools_text=value.get("tools_text"),
+        enable_thinking=get("enable_thinking", thinking),
+        add_generation_prompt=get("add_generation_prompt", gen_prompt),
+        continue_assistant_message=get("continue_assistant_message", False),
+        date=get("date", DATE),
+        bos_token=get("bos_token", "<s>"),
+    )
+
+
+def run_cli(*args, input=None, timeout=120):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "apertus_fast", *map(str, args)],
+        input=input, capture_output=True, env=env, cwd=REPO, timeout=timeout,
+    )
+
+
+def write_lines(path: Path, lines) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def read_json_lines(path: Path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def good_line(text="Grüezi mitenand! 👋"):
+    return json.dumps({"messages": [{"role": "user", "content": text},
+                                    {"role": "assistant", "content": "Hoi!"}]}, ensure_ascii=False)
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+# --------------------------------------------------------------------------- samples
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(ORACLE_MISSING is not None, reason=str(ORACLE_MISSING))
+@pytest.mark.parametrize("dialect", ALL_DIALECTS)
+def test_samples_render_with_the_official_templates(dialect):
+    """The sample corpus is valid in every dialect (checked with the oracle itself, so a
+    renderer bug cannot hide a bad sample), and the multimodal one in apertus-1.5."""
+    files = [CONVERSATIONS] + ([MULTIMODAL] if dialect == "apertus-1.5" else [])
+    n = 0
+    for path in files:
+        for value in sample_values(path):
+            messages = value if isinstance(value, list) else value["messages"]
+            kw = {} if isinstance(value, list) else {
+                k: value[k] for k in ("tools", "enable_thinking", "add_generation_prompt") if k in value}
+            try:
+                oracle_render(messages, dialect=dialect, date=DATE, **kw)
+            except OracleError as exc:  # pragma: no cover - a broken sample
+                pytest.fail(f"{path.name}: {value if isinstance(value, list) else value['id']}: {exc}")
+            n += 1
+    assert n >= 30
+
+
+def test_samples_are_varied():
+    values = sample_values()
+    assert 25 <= len(values) <= 40
+    dumped = CONVERSATIONS.read_text(encoding="utf-8")
+    for needle in ('"tool_calls"', '"tool_outputs"', '"thoughts"', '"role": "tool"',
+                   '"tools"', '"parts"', '"enable_thinking": true', '"add_generation_prompt": true',
+                   "display_answers", "Grazia", "Grüezi", "é", "🇨🇭"):
+        assert needle in dumped, needle
+    assert any(isinstance(v, list) for v in values), "a bare-list line"
+    assert RENDERED_15.read_text(encoding="utf-8").startswith("<s><|system_start|>")
+
+
+# --------------------------------------------------------------------------- render
+
+
+@pytest.mark.parametrize("dialect", ALL_DIALECTS)
+def test_render_samples_subprocess(dialect):
+    proc = run_cli("render", CONVERSATIONS, "--dialect", dialect, "--date", DATE)
+    assert proc.returncode == 0, proc.stderr
+    values = sample_values()
+    out = proc.stdout.decode("utf-8").splitlines()
+    assert len(out) == len(values)
+    assert [json.loads(line) for line in out] == [expected_render(v, dialect) for v in values]
+    err = proc.stderr.decode("utf-8")
+    assert f"rendered {len(values)}, failed 0, skipped blank 0" in err
+    # stderr is not a terminal here: no progress bar, no control characters at all
+    assert "\r" not in err and "\x1b" not in err
+
+
+def test_render_to_file_in_process(tmp_path, capsys):
+    out = tmp_path / "rendered.jsonl"
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE]) == 0
+    assert read_json_lines(out) == [expected_render(v) for v in sample_values()]
+    assert sorted(os.listdir(tmp_path)) == ["rendered.jsonl"]
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"rendered {len(sample_values())}, failed 0, skipped blank 0 in " in captured.err
+
+
+def test_render_multimodal_sample():
+    proc = run_cli("render", MULTIMODAL, "--dialect", "apertus-1.5", "--date", DATE)
+    assert proc.returncode == 0, proc.stderr
+    values = sample_values(MULTIMODAL)
+    assert [json.loads(x) for x in proc.stdout.decode().splitlines()] == \
+        [expected_render(v, "apertus-1.5") for v in values]
+    assert "<|image|>" in proc.stdout.decode() and "<|audio|>" in proc.stdout.decode()
+
+
+def test_render_reports_render_errors_with_message_index(capsys):
+    """In the reference dialect every multimodal line fails, each reported with its line
+    number and the index of the offending message."""
+    assert cli.main(["render", str(MULTIMODAL), "--date", DATE]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    values = sample_values(MULTIMODAL)
+    for lineno, value in enumerate(values, 1):
+        with pytest.raises(RenderError) as info:
+            expected_render(value)
+        assert info.value.message_index is not None
+        assert f"{MULTIMODAL}:{lineno}: {info.value}\n" in captured.err
+        assert f"message {info.value.message_index}: " in str(info.value)
+    assert f"rendered 0, failed {len(values)}, skipped blank 0" in captured.err
+
+
+def bad_corpus(tmp_path):
+    lines = [
+        good_line("first"),                                                  # 1 ok
+        '{"messages": [{"role": "user", "content": "unterminated"}',         # 2 invalid JSON
+        "",                                                                  # 3 blank
+        "42",                                                                # 4 wrong shape
+        '{"messages": [{"role": "robot", "content": "beep"}]}',              # 5 RenderError
+        '{"conversation": []}',                                              # 6 no "messages"
+        '{"messages": [{"role": "user", "content": "x"}], "enable_thinking": "yes"}',  # 7
+        "   \t",                                                             # 8 blank
+        good_line("last"),                                                   # 9 ok
+    ]
+    return write_lines(tmp_path / "bad.jsonl", lines)
+
+
+def test_render_bad_lines_are_reported_and_skipped(tmp_path, capsys):
+    src = bad_corpus(tmp_path)
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["render", str(src), "-o", str(out), "--date", DATE]) == 1
+    err = capsys.readouterr().err
+    with pytest.raises(RenderError) as info:
+        render([{"role": "robot", "content": "beep"}], date=DATE)
+    expected = [
+        f"{src}:2: invalid JSON at column ",
+        f"{src}:4: expected an object with a \"messages\" key or a list of messages, got a number",
+        f"{src}:5: {info.value}",
+        f"{src}:6: expected an object with a \"messages\" key",
+        f'{src}:7: "enable_thinking" must be true or false, got "yes"',
+    ]
+    lines = err.splitlines()
+    for prefix in expected:
+        assert any(line.startswith(prefix) for line in lines), (prefix, err)
+    assert f"{src}:5: message 0: " in err
+    assert f"{src}:3:" not in err and f"{src}:8:" not in err
+    assert "rendered 2, failed 5, skipped blank 2" in err
+    # the good lines are written (the file is complete for what succeeded)
+    assert read_json_lines(out) == [expected_render(json.loads(good_line("first"))),
+                                    expected_render(json.loads(good_line("last")))]
+
+
+def test_render_skip_errors_exits_0(tmp_path, capsys):
+    src = bad_corpus(tmp_path)
+    assert cli.main(["render", str(src), "--skip-errors", "--date", DATE]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
+    assert "failed 5" in captured.err and f"{src}:5: message 0:" in captured.err
+
+
+def test_render_max_errors(tmp_path, capsys):
+    src = write_lines(tmp_path / "x.jsonl", ["nope"] * 5 + [good_line()])
+    assert cli.main(["render", str(src), "--max-errors", "2", "--date", DATE]) == 1
+    err = capsys.readouterr().err
+    assert err.count("invalid JSON") == 2
+    assert "failed 5" in err and "3 more problems not shown" in err
+
+
+def test_render_quiet(tmp_path, capsys):
+    src = bad_corpus(tmp_path)
+    assert cli.main(["render", str(src), "-q", "--date", DATE]) == 1
+    err = capsys.readouterr().err
+    assert "rendered" not in err and f"{src}:2:" in err
+
+
+def test_render_stdin_stdout_subprocess():
+    data = CONVERSATIONS.read_bytes()
+    proc = run_cli("render", "-", "-o", "-", "--dialect", "apertus-1", "--date", DATE, input=data)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x) for x in proc.stdout.decode().splitlines()] == \
+        [expected_render(v, "apertus-1") for v in sample_values()]
+    bad = run_cli("render", "-", input=b'{"messages": 1}\n\n[]\nnull\n')
+    assert bad.returncode == 1
+    err = bad.stderr.decode()
+    assert "<stdin>:1: messages must be a list" in err or "<stdin>:1: " in err
+    assert "<stdin>:4: expected an object" in err
+    assert "skipped blank 1" in err
+
+
+def test_render_stdin_in_process(monkeypatch, capsys):
+    data = (good_line("a") + "\n" + good_line("b") + "\n").encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    assert cli.main(["render", "-", "--date", DATE]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(x) for x in out] == [expected_render(json.loads(good_line(t))) for t in "ab"]
+
+
+def test_render_gzip_in_and_out(tmp_path, capsys):
+    gz_in = tmp_path / "corpus.jsonl.gz"
+    gz_in.write_bytes(gzip.compress(CONVERSATIONS.read_bytes()))
+    out = tmp_path / "rendered.jsonl.gz"
+    assert cli.main(["render", str(gz_in), "-o", str(out), "--date", DATE]) == 0
+    texts = [json.loads(x) for x in gzip.decompress(out.read_bytes()).decode().splitlines()]
+    assert texts == [expected_render(v) for v in sample_values()]
+    # gzip is recognised by its content, whatever the name
+    renamed = tmp_path / "corpus.data"
+    renamed.write_bytes(gz_in.read_bytes())
+    assert cli.main(["render", str(renamed), "--date", DATE]) == 0
+    assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == texts
+    # and the output is reproducible byte for byte (no timestamp in the gzip header)
+    out2 = tmp_path / "again.jsonl.gz"
+    assert cli.main(["render", str(gz_in), "-o", str(out2), "--date", DATE]) == 0
+    assert out2.read_bytes() == out.read_bytes()
+
+
+def test_render_flags_and_per_line_overrides(tmp_path, capsys):
+    msgs = [{"role": "user", "content": "Salut"}]
+    lines = [
+        json.dumps({"messages": msgs}),
+        json.dumps({"messages": msgs, "enable_thinking": False, "add_generation_prompt": False}),
+        json.dumps({"messages": msgs, "enable_thinking": None}),  # null: the flag applies
+        json.dumps(msgs),
+    ]
+    src = write_lines(tmp_path / "f.jsonl", lines)
+    assert cli.main(["render", str(src), "--thinking", "--generation-prompt", "--date", DATE,
+                     "--dialect", "apertus-1.5"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    on = render(msgs, dialect="apertus-1.5", enable_thinking=True, add_generation_prompt=True, date=DATE)
+    off = render(msgs, dialect="apertus-1.5", date=DATE)
+    assert out == [on, off, on, on]
+    assert "Deliberation: enabled" in on and on.endswith("<|assistant_start|>")
+
+
+def test_render_date(tmp_path, capsys):
+    src = write_lines(tmp_path / "f.jsonl", [good_line()])
+    assert cli.main(["render", str(src), "--date", "2031-12-24"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "Current date: 2031-12-24" in out
+
+
+def test_render_per_line_keys(tmp_path, capsys):
+    msgs = [{"role": "user", "content": "Grüessech"}]
+    lines = [
+        {"messages": msgs, "date": "2030-05-06"},
+        {"messages": msgs, "bos_token": ""},
+        {"messages": msgs, "tools_text": "// t\ntype t = () => any;"},
+        {"messages": msgs + [{"role": "assistant", "content": "Sal"}], "continue_assistant_message": True},
+        {"messages": msgs, "dialect": "apertus-1.5"},
+        {"messages": msgs, "date": None, "bos_token": None, "dialect": None, "tool_names": ["x"]},
+    ]
+    src = write_lines(tmp_path / "f.jsonl", [json.dumps(x) for x in lines])
+    assert cli.main(["render", str(src), "--date", DATE]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert out == [
+        render(msgs, date="2030-05-06"),
+        render(msgs, bos_token="", date=DATE),
+        render(msgs, tools_text="// t\ntype t = () => any;", date=DATE),
+        render(lines[3]["messages"], dialect="apertus-format-reference", continue_assistant_message=True,
+               date=DATE),
+        render(msgs, dialect="apertus-1.5"),  # no --dialect: the line's dialect
+        render(msgs, date=DATE),
+    ]
+    assert out[0] != out[5] and out[1] != out[5] and out[4] != out[5]
+    # an explicit --dialect wins over the line's "dialect" (converting between dialects)
+    assert cli.main(["render", str(src), "--date", DATE, "--dialect", "apertus-1"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert out[4] == render(msgs, dialect="apertus-1", date=DATE)
+
+
+def test_render_bad_per_line_keys(tmp_path, capsys):
+    msgs = [{"role": "user", "content": "x"}]
+    lines = [
+        {"messages": msgs, "dialect": "apertus-7"},
+        {"messages": msgs, "date": 20260101},
+        {"messages": msgs, "date": "01/01/2026"},
+        {"messages": msgs, "tools": [], "tools_text": "x", "continue_assistant_message": 1},
+        {"messages": msgs, "tools": [{"name": "t", "description": "d"}], "tools_text": "x"},
+    ]
+    src = write_lines(tmp_path / "f.jsonl", [json.dumps(x) for x in lines])
+    assert cli.main(["render", str(src)]) == 1
+    err = capsys.readouterr().err
+    with pytest.raises(RenderError) as bad_date:
+        render(msgs, date="01/01/2026")
+    with pytest.raises(RenderError) as both:
+        render(msgs, tools=lines[4]["tools"], tools_text="x")
+    assert f'{src}:1: unknown "dialect" "apertus-7"; known: ' in err
+    assert f'{src}:2: "date" must be a string, got a number' in err
+    assert f"{src}:3: {bad_date.value}" in err
+    assert f'{src}:4: "continue_assistant_message" must be true or false, got 1' in err
+    assert f"{src}:5: {both.value}" in err
+    assert "rendered 0, failed 5" in err
+
+
+def test_render_ignores_other_keys_and_extra_fields(tmp_path, capsys):
+    line = json.dumps({"id": 7, "source": "x", "messages": [{"role": "user", "content": "hi"}]})
+    src = write_lines(tmp_path / "f.jsonl", [line])
+    assert cli.main(["render", str(src), "--date", DATE]) == 0
+    assert json.loads(capsys.readouterr().out) == render([{"role": "user", "content": "hi"}], date=DATE)
+
+
+def test_render_text_mode(capsys):
+    assert cli.main(["render", str(CONVERSATIONS), "--text", "--date", DATE]) == 0
+    out = capsys.readouterr().out
+    assert out == "".join(expected_render(v) + "\n" for v in sample_values())
+
+
+def test_render_lone_surrogates_stay_valid_json(tmp_path, capsys):
+    src = write_lines(tmp_path / "f.jsonl", ['{"messages": [{"role": "user", "content": "a\\ud800b"}]}'])
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["render", str(src), "-o", str(out), "--date", DATE]) == 0
+    raw = out.read_bytes()
+    raw.decode("utf-8")  # valid UTF-8
+    assert json.loads(raw) == render([{"role": "user", "content": "a\ud800b"}], date=DATE)
+
+
+def test_render_invalid_utf8_line(tmp_path, capsys):
+    src = tmp_path / "f.jsonl"
+    src.write_bytes(b'{"messages": [{"role": "user", "content": "\xff"}]}\n' + good_line().encode() + b"\n")
+    assert cli.main(["render", str(src), "--date", DATE]) == 1
+    captured = capsys.readouterr()
+    assert f"{src}:1: invalid UTF-8" in captured.err
+    assert len(captured.out.splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- atomic output
+
+
+def _interrupt_after(monkeypatch, n, exc):
+    calls = {"n": 0}
+
+    def flaky_render(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > n:
+            raise exc
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "render", flaky_render)
+    return calls
+
+
+def test_atomic_output_survives_keyboard_interrupt(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "rendered.jsonl"
+    out.write_text("previous content\n")
+    before = sorted(os.listdir(tmp_path))
+    calls = _interrupt_after(monkeypatch, 5, KeyboardInterrupt())
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE]) == 130
+    assert calls["n"] == 6
+    assert out.read_text() == "previous content\n"
+    assert sorted(os.listdir(tmp_path)) == before  # no temp file left behind
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_atomic_output_survives_a_crash(tmp_path, monkeypatch):
+    out = tmp_path / "rendered.jsonl"
+    out.write_text("previous content\n")
+    _interrupt_after(monkeypatch, 3, RuntimeError("renderer bug"))
+    with pytest.raises(RuntimeError, match="renderer bug"):
+        cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE])
+    assert out.read_text() == "previous content\n"
+    assert os.listdir(tmp_path) == ["rendered.jsonl"]
+
+
+@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_signal_mid_stream_leaves_previous_output(tmp_path, sig, status):
+    """A real Ctrl-C / job-scheduler SIGTERM on the real entry point: exit 130 / 143,
+    previous OUTPUT untouched, temp file removed."""
+    import signal
+    import time
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(CONVERSATIONS.read_bytes() * 3000)
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    out = outdir / "rendered.jsonl"
+    out.write_text("previous content\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", "render", str(big), "-o", str(out),
+                             "--date", DATE], stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 60
+    while len(os.listdir(outdir)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # wait until the temp file exists: rendering has started
+    assert proc.poll() is None, "finished before the signal; make the input bigger"
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert b"Traceback" not in err
+    assert out.read_text() == "previous content\n"
+    assert os.listdir(outdir) == ["rendered.jsonl"]
+
+
+def test_atomic_output_without_previous_file(tmp_path, monkeypatch):
+    out = tmp_path / "new.jsonl"
+    _interrupt_after(monkeypatch, 2, KeyboardInterrupt())
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE]) == 130
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_output_replaces_and_keeps_permissions(tmp_path):
+    out = tmp_path / "rendered.jsonl"
+    out.write_text("old\n")
+    os.chmod(out, 0o640)
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "-q", "--date", DATE]) == 0
+    assert len(read_json_lines(out)) == len(sample_values())
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
+    assert os.listdir(tmp_path) == ["rendered.jsonl"]
+
+
+def test_atomic_output_new_file_mode_follows_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        with _io.atomic_output(tmp_path / "x") as f:
+            f.write(b"data")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "x").st_mode) == 0o640
+    assert (tmp_path / "x").read_bytes() == b"data"
+
+
+def test_atomic_output_unit(tmp_path):
+    target = tmp_path / "t.bin"
+    target.write_bytes(b"keep")
+    with pytest.raises(ValueError):
+        with _io.atomic_output(target) as f:
+            f.write(b"partial")
+            assert len(os.listdir(tmp_path)) == 2  # the temp file is next to the target
+            raise ValueError("boom")
+    assert target.read_bytes() == b"keep"
+    assert os.listdir(tmp_path) == ["t.bin"]
+
+
+def test_unwritable_output_is_exit_2(tmp_path, capsys):
+    out = tmp_path / "missing-dir" / "out.jsonl"
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out)]) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_unreadable_input_is_exit_2(tmp_path, capsys):
+    assert cli.main(["render", str(tmp_path / "nope.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "nope.jsonl" in err
+
+
+def test_corrupt_gzip_is_exit_2_and_leaves_no_output(tmp_path, capsys):
+    src = tmp_path / "bad.jsonl.gz"
+    src.write_bytes(gzip.compress(CONVERSATIONS.read_bytes())[:-20])  # truncated
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["render", str(src), "-o", str(out), "--date", DATE]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["bad.jsonl.gz"]
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def test_progress_bar_on_a_terminal(monkeypatch):
+    monkeypatch.setattr(_io, "PROGRESS_INTERVAL", 0.0)  # redraw at every line
+    tty = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert cli.main(["render", str(CONVERSATIONS), "--date", DATE]) == 0
+    err = tty.getvalue()
+    assert "\r" in err and "lines/s" in err and "%" in err
+    # cleared before the summary
+    head, summary = err.rsplit("\r\x1b[K", 1)
+    assert summary.startswith("rendered 31, failed 0")
+
+
+def test_progress_bar_clears_itself_before_error_lines(monkeypatch, tmp_path):
+    monkeypatch.setattr(_io, "PROGRESS_INTERVAL", 0.0)
+    tty = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    src = write_lines(tmp_path / "f.jsonl", [good_line(), "oops", good_line()])
+    cli.main(["render", str(src), "--date", DATE])
+    assert f"\r\x1b[K{src}:2: invalid JSON" in tty.getvalue()
+
+
+def test_no_progress_bar_when_not_a_terminal(monkeypatch, capsys):
+    monkeypatch.setattr(_io, "PROGRESS_INTERVAL", 0.0)
+    assert cli.main(["render", str(CONVERSATIONS), "--date", DATE]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\x1b" not in err
+
+
+def test_no_progress_flag(monkeypatch):
+    monkeypatch.setattr(_io, "PROGRESS_INTERVAL", 0.0)
+    tty = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert cli.main(["render", str(CONVERSATIONS), "--no-progress", "--date", DATE]) == 0
+    assert "\r" not in tty.getvalue()
+
+
+def test_progress_throttles_redraws():
+    now = [0.0]
+    stream = FakeTTY()
+    p = _io.Progress(stream, total=1000, position=lambda: 500, interval=0.1, clock=lambda: now[0])
+    for i, t in enumerate([0.01, 0.05, 0.099, 0.1, 0.15, 0.19, 0.2, 0.35, 0.36], 1):
+        now[0] = t
+        p.update(i)
+    assert p.redraws == 3  # at 0.1, 0.2 and 0.35
+    assert "50.0%" in stream.getvalue() and "7 lines" in stream.getvalue()
+    p.close()
+    assert stream.getvalue().endswith("\r\x1b[K")
+    p.update(100)
+    assert p.redraws == 3
+
+
+def test_progress_disabled_when_not_a_tty():
+    stream = io.StringIO()
+    p = _io.Progress(stream, interval=0.0)
+    for i in range(10):
+        p.update(i)
+    p.close()
+    assert not p.enabled and stream.getvalue() == ""
+
+
+# --------------------------------------------------------------------------- general
+
+
+def test_version(capsys):
+    assert cli.main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"apertus-fast {apertus_fast.__version__}")
+
+
+def test_dialects_command(capsys):
+    assert cli.main(["dialects"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == ALL_DIALECTS
+    assert all(len(line.split(None, 1)[1]) > 20 for line in out)
+    assert sum("(default)" in line for line in out) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["render", "x.jsonl", "--dialect", "apertus-9"],
+    ["render", "x.jsonl", "--date", "01.01.2026"],
+    ["render"],
+    ["frobnicate"],
+    [],
+    ["parse", "x", "--format", "yaml"],
+    ["render", "x", "--max-errors", "-1"],
+])
+def test_usage_errors_exit_2(argv, capsys):
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [[], ["render"], ["parse"], ["validate"]])
+def test_help(command, capsys):
+    assert cli.main(command + ["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: apertus-fast" in out
+    if command:
+        assert "examples:" in out
+
+
+def test_entry_point_subprocess():
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.decode().startswith("apertus-fast ")
+    proc = run_cli("render", "/nonexistent/dir/x.jsonl")
+    assert proc.returncode == 2 and b"cannot read" in proc.stderr
+    assert b"Traceback" not in proc.stderr
+
+
+def test_broken_pipe_is_quiet(tmp_path):
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(CONVERSATIONS.read_bytes() * 300)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", "render", str(big), "--date", DATE],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert b"Traceback" not in err and b"Exception ignored" not in err
+
+
+# --------------------------------------------------------------------------- _io helpers
+
+
+def test_read_and_write_jsonl(tmp_path):
+    values = [{"a": 1}, ["x", "ü"], "s\ud800"]
+    path = tmp_path / "v.jsonl.gz"
+    assert _io.write_jsonl(path, values) == 3
+    assert [v for _, v in _io.read_jsonl(path)] == values
+    plain = tmp_path / "p.jsonl"
+    plain.write_text('{"a": 1}\n\n[1]\n{oops\n')
+    it = _io.read_jsonl(plain)
+    assert next(it) == (1, {"a": 1})
+    assert next(it) == (3, [1])
+    with pytest.raises(_io.JsonlError) as info:
+        next(it)
+    assert info.value.lineno == 4 and str(info.value).startswith(f"{plain}:4: invalid JSON")
+
+
+def test_json_line():
+    assert _io.json_line({"k": "Grüezi"}) == '{"k": "Grüezi"}\n'.encode()
+    assert json.loads(_io.json_line("\udc80")) == "\udc80"
+
+
+def test_input_file_size_and_position(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(b"a\nbb\n")
+    with _io.open_input(p) as f:
+        assert f.size == 5 and f.position() == 0
+        assert list(f) == [b"a\n", b"bb\n"]
+        assert f.position() == 5
+    with pytest.raises(_io.InputError):
+        _io.open_input(tmp_path / "missing")
+
+
+# --------------------------------------------------------------------------- parse / validate plumbing (fake parser)
+
+
+class FakeParsed:
+    def __init__(self, text, warnings=()):
+        self.text = text
+        self.warnings = list(warnings)
+
+    def to_dict(self):
+        return {"messages": [{"role": "user", "content": self.text}],
+                "enable_thinking": False, "add_generation_prompt": False}
+
+
+def fake_parse(text, *, dialect=DEFAULT_DIALECT, strict=True):
+    """Fails at the first "BAD" (strict) or recovers from it with a warning."""
+    assert isinstance(text, str) and dialect in DIALECTS
+    i = text.find("BAD")
+    if i >= 0:
+        if strict:
+            raise ParseError.at(text, i, "unexpected text", expected="<|user_end|>", found="'BAD'")
+        return FakeParsed(text, [f"dropped 'BAD' at offset {i}"])
+    return FakeParsed(text)
+
+
+@pytest.fixture
+def fake_parser(monkeypatch):
+    monkeypatch.setattr(cli, "_load_parse", lambda: fake_parse)
+
+
+def test_parse_plumbing_jsonl(tmp_path, fake_parser, capsys):
+    src = write_lines(tmp_path / "r.jsonl", [
+        json.dumps("one"),                      # 1 ok
+        json.dumps({"text": "two", "id": 2}),   # 2 ok
+        "",                                     # 3 blank
+        json.dumps("line1\nxxBAD"),             # 4 parse error on line 2 of the text
+        "42",                                   # 5 wrong shape
+        json.dumps({"text": 5}),                # 6 wrong shape
+        "{nope",                                # 7 invalid JSON
+    ])
+    out = tmp_path / "parsed.jsonl"
+    assert cli.main(["parse", str(src), "-o", str(out)]) == 1
+    assert read_json_lines(out) == [fake_parse("one").to_dict(), fake_parse("two").to_dict()]
+    err = capsys.readouterr().err
+    assert (f"{src}:4: line 2, column 3 (offset 8): unexpected text; expected <|user_end|>; "
+            f"found 'BAD'; near 'line1\\nxxBAD'") in err
+    assert f'{src}:5: expected a JSON string or an object with a "text" key, got a number' in err
+    assert f'{src}:6: "text" must be a string, got a number' in err
+    assert f"{src}:7: invalid JSON" in err
+    assert "parsed 2, failed 4, skipped blank 1" in err
+    assert cli.main(["parse", str(src), "--skip-errors", "-q"]) == 0
+
+
+def test_parse_plumbing_raw(tmp_path, fake_parser, capsys):
+    src = tmp_path / "conv.txt"
+    src.write_text("<s>first line\nsecond\nthird BAD\n", encoding="utf-8")
+    assert cli.main(["parse", str(src)]) == 1
+    err = capsys.readouterr().err
+    # for raw input the reported LINE is the line in the file
+    assert f"{src}:3: line 3, column 7 (offset 27): unexpected text" in err
+    src.write_text("<s>all\ngood\n", encoding="utf-8")
+    assert cli.main(["parse", str(src)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(x) for x in out] == [fake_parse("<s>all\ngood\n").to_dict()]
+
+
+def test_parse_plumbing_lenient_warnings(tmp_path, fake_parser, capsys):
+    src = write_lines(tmp_path / "r.jsonl", [json.dumps("ok"), json.dumps("xBAD")])
+    assert cli.main(["parse", str(src), "--lenient"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
+    assert f"{src}:2: warning: dropped 'BAD' at offset 1" in captured.err
+    assert "parsed 2 (1 warnings), failed 0" in captured.err
+
+
+def test_parse_format_detection_and_forcing(tmp_path, fake_parser, capsys):
+    src = tmp_path / "x.txt"
+    src.write_text('"looks like json"\n', encoding="utf-8")
+    assert cli.main(["parse", str(src)]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"][0]["content"] == "looks like json"
+    assert cli.main(["parse", str(src), "--format", "raw"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"][0]["content"] == '"looks like json"\n'
+    raw = tmp_path / "raw.txt"
+    raw.write_text("\n\n<s>text", encoding="utf-8")  # leading blank lines, then not JSON
+    assert cli.main(["parse", str(raw)]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"][0]["content"] == "\n\n<s>text"
+    assert cli.main(["parse", str(raw), "--format", "jsonl"]) == 1
+    assert f"{raw}:3: invalid JSON" in capsys.readouterr().err
+
+
+def test_parse_raw_invalid_utf8(tmp_path, fake_parser, capsys):
+    src = tmp_path / "x.txt"
+    src.write_bytes(b"<s>ok\nbad \xff here")
+    assert cli.main(["parse", str(src)]) == 1
+    assert f"{src}:2: line 2, column 5 (offset 10): invalid UTF-8" in capsys.readouterr().err
+
+
+def test_validate_plumbing(tmp_path, fake_parser, capsys):
+    src = write_lines(tmp_path / "v.jsonl", [
+        good_line(),                                          # 1 ok (rendered)
+        json.dumps("fine"),                                   # 2 ok (parsed)
+        '[{"role": "robot", "content": "x"}]',                # 3 render error
+        json.dumps({"text": "BAD"}),                          # 4 parse error
+        "",                                                   # 5 blank
+        "true",                                               # 6 wrong shape
+        "{",                                                  # 7 invalid JSON
+    ])
+    assert cli.main(["validate", str(src)]) == 1
+    captured = capsys.readouterr()
+    problems = captured.out.splitlines()
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{src}:{n}" for n in (3, 4, 6, 7)]
+    assert problems[0].startswith(f"{src}:3: message 0: ")
+    assert problems[1] == (f"{src}:4: line 1, column 1 (offset 0): unexpected text; "
+                           "expected <|user_end|>; found 'BAD'; near 'BAD'")
+    assert "checked 6, ok 2, failed 4" in captured.err and "skipped blank 1" in captured.err
+    assert cli.main(["validate", str(src), "--lenient", "--max-errors", "0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "checked 6, ok 3, failed 3, 1 warnings" in captured.err
+
+
+def test_validate_samples_every_dialect(capsys):
+    for dialect in ALL_DIALECTS:
+        assert cli.main(["validate", str(CONVERSATIONS), "--dialect", dialect]) == 0
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "checked 31, ok 31, failed 0" in captured.err
+    assert cli.main(["validate", str(MULTIMODAL), "--dialect", "apertus-1"]) == 1
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 5  # line 1 has only an "image" part
+
+
+def test_render_does_not_import_the_parser(tmp_path):
+    code = ("import sys, apertus_fast.cli as c; c.main(['render', sys.argv[1], '-q']); "
+            "print('apertus_fast._parse' in sys.modules)")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code, str(CONVERSATIONS)], capture_output=True,
+                          env=env, timeout=60)
+    assert proc.stdout.decode().splitlines()[-1] == "False"
+
+
+# --------------------------------------------------------------------------- parse / validate end to end (real parser)
+
+
+def _real_parse():
+    from apertus_fast._parse import parse
+
+    return parse
+
+
+def test_parse_raw_sample_end_to_end(capsys):
+    parse = _real_parse()
+    text = RENDERED_15.read_text(encoding="utf-8")
+    assert cli.main(["parse", str(RENDERED_15), "--dialect", "apertus-1.5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1
+    got = json.loads(out[0])
+    assert got == json.loads(json.dumps(parse(text, dialect="apertus-1.5").to_dict()))
+    assert isinstance(got["messages"], list) and got["enable_thinking"] is True
+
+
+@pytest.mark.parametrize("dialect", ALL_DIALECTS)
+def test_render_parse_render_round_trip(tmp_path, dialect, capsys):
+    """render -> parse -> render through the CLI gives back the same texts: parse output
+    carries the dialect, the date and the rendered tool section, so the second render
+    needs no options at all."""
+    src = CONVERSATIONS if dialect != "apertus-1.5" else tmp_path / "all.jsonl"
+    if dialect == "apertus-1.5":
+        src.write_bytes(CONVERSATIONS.read_bytes() + MULTIMODAL.read_bytes())
+    rendered, parsed, again = (tmp_path / n for n in ("r.jsonl", "p.jsonl", "r2.jsonl"))
+    assert cli.main(["render", str(src), "-o", str(rendered), "--date", "2027-03-04",
+                     "--dialect", dialect]) == 0
+    assert cli.main(["parse", str(rendered), "-o", str(parsed), "--dialect", dialect]) == 0
+    assert cli.main(["render", str(parsed), "-o", str(again)]) == 0
+    assert read_json_lines(again) == read_json_lines(rendered)
+    assert len(read_json_lines(again)) >= 31
+    assert cli.main(["validate", str(rendered), "--dialect", dialect]) == 0
+    assert cli.main(["validate", str(parsed)]) == 0  # parse output validates by rendering
+    capsys.readouterr()
+
+
+def test_parse_errors_end_to_end(tmp_path, capsys):
+    parse = _real_parse()
+    good = render([{"role": "user", "content": "Hallo"}, {"role": "assistant", "content": "Grüessech"}],
+                  dialect="apertus-1.5", date=DATE)
+    bad = good.replace("<|user_end|>", "", 1)
+    with pytest.raises(ParseError) as info:
+        parse(bad, dialect="apertus-1.5")
+    e = info.value
+    src = write_lines(tmp_path / "r.jsonl", [json.dumps(good), json.dumps({"text": bad})])
+    assert cli.main(["parse", str(src), "--dialect", "apertus-1.5"]) == 1
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 1
+    assert f"{src}:2: line {e.line}, column {e.column} (offset {e.offset}): {e.reason}" in captured.err
+    assert cli.main(["parse", str(src), "--dialect", "apertus-1.5", "--skip-errors"]) == 0
+    capsys.readouterr()
+
+    # raw input: the reported LINE is the ParseError's line in the file
+    raw = tmp_path / "bad.txt"
+    raw_text = RENDERED_15.read_text(encoding="utf-8").replace("<|user_end|>", "<|user_start|>", 1)
+    raw.write_text(raw_text, encoding="utf-8", newline="")
+    with pytest.raises(ParseError) as info:
+        parse(raw_text, dialect="apertus-1.5")
+    e = info.value
+    assert cli.main(["parse", str(raw), "--dialect", "apertus-1.5"]) == 1
+    assert (f"{raw}:{e.line}: line {e.line}, column {e.column} (offset {e.offset}): {e.reason}"
+            in capsys.readouterr().err)
+
+
+def test_parse_lenient_end_to_end(tmp_path, capsys):
+    parse = _real_parse()
+    full = RENDERED_15.read_text(encoding="utf-8")
+    truncated = full[: full.index("Lugano is the better bet") + 10]  # model output cut off
+    malformed = full.replace("<|system_end|>", "", 1)
+    src = write_lines(tmp_path / "out.jsonl", [json.dumps(full), json.dumps(truncated), json.dumps(malformed)])
+    strict_failures = 0
+    for t in (full, truncated, malformed):
+        try:
+            parse(t, dialect="apertus-1.5")
+        except ParseError:
+            strict_failures += 1
+    assert strict_failures >= 1
+    assert cli.main(["parse", str(src), "--dialect", "apertus-1.5"]) == 1
+    assert f"failed {strict_failures}" in capsys.readouterr().err
+    warnings = sum(len(parse(t, dialect="apertus-1.5", strict=False).warnings) for t in (full, truncated, malformed))
+    assert cli.main(["parse", str(src), "--dialect", "apertus-1.5", "--lenient"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 3
+    assert captured.err.count(": warning: ") == warnings >= 1
+
+
+def test_validate_end_to_end(tmp_path, capsys):
+    parse = _real_parse()
+    convs = sample_values()[:2]
+    texts = [expected_render(v, "apertus-1") for v in convs]
+    bad_text = texts[1].replace("<|assistant_start|>", "<|assistant_end|>", 1)
+    with pytest.raises(ParseError) as info:
+        parse(bad_text, dialect="apertus-1")
+    src = write_lines(tmp_path / "mixed.jsonl", [
+        json.dumps(convs[0], ensure_ascii=False),
+        json.dumps(texts[0]),
+        json.dumps({"text": bad_text}),
+        '{"messages": [{"role": "assistant", "content": "x"}, {"role": "assistant", "content": {"blocks": []}}]}',
+    ])
+    assert cli.main(["validate", str(src), "--dialect", "apertus-1"]) == 1
+    captured = capsys.readouterr()
+    problems = captured.out.splitlines()
+    assert len(problems) == 2
+    e = info.value
+    assert problems[0] == f"{src}:3: {cli._parse_error_reason(e)}"
+    assert problems[1].startswith(f"{src}:4: message 1: ")
+    assert "checked 4, ok 2, failed 2" in captured.err
+
+    assert cli.main(["validate", str(RENDERED_15), "--dialect", "apertus-1.5"]) == 0
+    assert "checked 1, ok 1, failed 0" in capsys.readouterr().err
