@@ -7,7 +7,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,pathlib;print(hashlib.sha1(b''.join(pathlib.Path(p).read_bytes() for p in ['pyproject.toml','setup.py','src/apertus_fast/_lexer.pyx','src/apertus_fast/_render.py','src/apertus_fast/_render.pxd'])).hexdigest()[:12])")
+STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,pathlib;print(hashlib.sha1(b''.join(pathlib.Path(p).read_bytes() for p in ['pyproject.toml','setup.py','src/apertus_fast/_lexer.pyx','src/apertus_fast/_render.py','src/apertus_fast/_render.pxd','src/apertus_fast/_parse.py','src/apertus_fast/_parse.pxd'])).hexdigest()[:12])")
 OUT    ?= out
 PYTEST_ARGS ?=
 

@@ -62,7 +62,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["BACKEND", "backends", "__version__"]
 
 #: Modules that are compiled by Cython when the package is built with a compiler.
-_NATIVE_MODULES = ("_lexer", "_render")
+_NATIVE_MODULES = ("_lexer", "_render", "_parse")
 
 
 def backends() -> dict[str, str]:

@@ -1,3 +1,5 @@
+# cython: boundscheck=True, wraparound=True
+# (plain Python compiled by Cython: keep Python's index semantics and checks)
 """Parsing: rendered Apertus text -> the conversation that renders to it.
 
 The lexer (``_lex``) turns text into events ``(kind, start, end)``; this builder walks
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
@@ -58,29 +59,62 @@ _JSON = json.JSONDecoder()
 _JSON_START = frozenset('{["-0123456789tfnNI')
 
 
-@dataclass
 class ParsedConversation:
     """A parsed conversation: ``messages`` in the shape :func:`render` takes, and the
-    settings that re-render the text exactly (:meth:`render`)."""
+    settings that re-render the text exactly (:meth:`render`).
 
-    messages: list
-    dialect: str = DEFAULT_DIALECT
-    enable_thinking: bool = False
-    add_generation_prompt: bool = False
-    continue_assistant_message: bool = False
-    #: The developer block's tool section as rendered (``None``: tools disabled). The
-    #: JSON schemas cannot be recovered from it; :meth:`render` uses it verbatim.
-    tools_text: str | None = None
-    #: Names of the tools declared in ``tools_text``.
-    tool_names: list = field(default_factory=list)
-    #: The text before ``<|system_start|>``: ``"<s>"``, ``""`` or a custom BOS.
-    bos_token: str = "<s>"
-    #: The date of the default system prompt (dated dialects), ``"YYYY-MM-DD"``.
-    date: str | None = None
-    #: ``"string"`` or ``"blocks"``: how assistant content is represented.
-    format: str = "string"
-    #: Lenient mode: what was recovered from (empty when the text was well formed).
-    warnings: list = field(default_factory=list)
+    Attributes: ``messages``; ``dialect``; ``enable_thinking``;
+    ``add_generation_prompt``; ``continue_assistant_message``; ``tools_text`` (the
+    developer block's tool section as rendered, ``None`` when tools are disabled: the
+    JSON schemas cannot be recovered from it, :meth:`render` uses it verbatim);
+    ``tool_names`` (the tools it declares); ``bos_token`` (the text before
+    ``<|system_start|>``: ``"<s>"``, ``""`` or a custom BOS); ``date`` (of the default
+    system prompt in the dated dialects, ``"YYYY-MM-DD"``); ``format`` (``"string"`` or
+    ``"blocks"``); ``warnings`` (lenient mode: what was recovered from).
+    """
+
+    __slots__ = ("messages", "dialect", "enable_thinking", "add_generation_prompt",
+                 "continue_assistant_message", "tools_text", "bos_token", "date", "format",
+                 "warnings", "_tool_names")
+
+    def __init__(self, messages, dialect=DEFAULT_DIALECT, enable_thinking=False,
+                 add_generation_prompt=False, continue_assistant_message=False,
+                 tools_text=None, bos_token="<s>", date=None, format="string",
+                 warnings=None):
+        self.messages = messages
+        self.dialect = dialect
+        self.enable_thinking = enable_thinking
+        self.add_generation_prompt = add_generation_prompt
+        self.continue_assistant_message = continue_assistant_message
+        self.tools_text = tools_text
+        self.bos_token = bos_token
+        self.date = date
+        self.format = format
+        self.warnings = [] if warnings is None else warnings
+        self._tool_names = None
+
+    @property
+    def tool_names(self) -> list:
+        """Names of the tools declared in ``tools_text``."""
+        if self._tool_names is None:
+            self._tool_names = (_TOOL_NAME_RE.findall(self.tools_text)
+                                if self.tools_text else [])
+        return self._tool_names
+
+    def __eq__(self, other):
+        if not isinstance(other, ParsedConversation):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"ParsedConversation(dialect={self.dialect!r}, format={self.format!r}, "
+                f"messages={self.messages!r}, enable_thinking={self.enable_thinking!r}, "
+                f"add_generation_prompt={self.add_generation_prompt!r}, "
+                f"continue_assistant_message={self.continue_assistant_message!r}, "
+                f"tool_names={self.tool_names!r}, date={self.date!r}, "
+                f"warnings={self.warnings!r})")
 
     def render(self) -> str:
         """Re-render through the normal renderer (equal to the parsed text for every
@@ -119,7 +153,7 @@ class ParsedConversation:
 # Splitting the bracketed lists that the format writes as plain text
 # ---------------------------------------------------------------------------
 
-def _json_end(s: str, pos: int) -> int:
+def _json_end(s, pos):
     """End of the JSON value starting exactly at ``pos``, or -1."""
     if pos >= len(s) or s[pos] not in _JSON_START:
         return -1
@@ -154,7 +188,7 @@ def split_tool_outputs(inner: str) -> list:
         return items
 
 
-def _find_output_group(run: str) -> int:
+def _find_output_group(run):
     """In a text run starting with ``[`` right after ``<|tools_suffix|>`` (dialects
     that write tool outputs as ``[a, b]``), the index of the closing ``]`` of the
     outputs, or -1 when the run holds no output group. Consistent with
@@ -243,21 +277,22 @@ class _Builder:
         self.text = text
         self.d = d
         self.strict = strict
+        self.format = ""
         kinds, starts, ends = events
+        kinds = list(kinds)
+        if not strict:
+            # Apertus 1.5 output may spell the reasoning delimiters <think> / </think>
+            kinds = [_K_INNER_PREFIX if k == _K_THINK_START else
+                     _K_INNER_SUFFIX if k == _K_THINK_END else k for k in kinds]
         self.kinds = kinds
-        self.starts = starts
-        self.ends = ends
+        self.starts = list(starts)
+        self.ends = list(ends)
         self.n = len(kinds)
         self.i = 0
         self.warnings = []
         self.waiting = False
+        self.no_header = False
         self.messages = []
-        self.dated_re = None
-        if not strict:
-            # Apertus 1.5 output may spell the reasoning delimiters <think> / </think>
-            self.alias = {_K_THINK_START: _K_INNER_PREFIX, _K_THINK_END: _K_INNER_SUFFIX}
-        else:
-            self.alias = {}
         if fmt == "auto":
             fmt = "blocks" if self._has_reasoning() else "string"
         elif fmt not in ("string", "blocks"):
@@ -266,14 +301,11 @@ class _Builder:
 
     # -- helpers ------------------------------------------------------------
     def kind(self, j):
-        k = self.kinds[j]
-        return self.alias.get(k, k)
+        return self.kinds[j]
 
     def _has_reasoning(self):
-        reasoning = {_K_INNER_PREFIX, _K_INNER_SUFFIX}
-        if not self.strict:
-            reasoning |= {_K_THINK_START, _K_THINK_END}
-        return any(k in reasoning for k in self.kinds)
+        # (lenient mode already mapped <think> / </think> to the delimiters)
+        return _K_INNER_PREFIX in self.kinds or _K_INNER_SUFFIX in self.kinds
 
     def error(self, j, reason, expected=""):
         if j < self.n:
@@ -300,14 +332,10 @@ class _Builder:
         """Whether event ``j`` is plain text here: text runs, and token spellings the
         renderer only ever writes as content here (``<think>`` in strict mode, image /
         audio tokens outside user turns)."""
-        k = self.kind(j)
-        if k == _K_TEXT:
-            return True
-        if k == _K_THINK_START or k == _K_THINK_END:
-            return True  # strict mode (aliases were mapped away in lenient mode)
-        if (k == _K_IMAGE or k == _K_AUDIO) and not in_user:
-            return True
-        return False
+        k = self.kinds[j]
+        # <think> tokens are still here only in strict mode (lenient mapped them)
+        return (k == _K_TEXT or k == _K_THINK_START or k == _K_THINK_END
+                or (not in_user and (k == _K_IMAGE or k == _K_AUDIO)))
 
     def take_text(self, j, limit=None):
         """Concatenate consecutive textual events from ``j``; return (text, next j)."""
@@ -328,7 +356,7 @@ class _Builder:
 
     # -- the conversation ---------------------------------------------------
     def build(self):
-        result = ParsedConversation(messages=self.messages, dialect=self.d.name)
+        result = ParsedConversation(self.messages, self.d.name)
         result.format = self.format
         self.header(result)
         self.turns(result)
@@ -356,7 +384,7 @@ class _Builder:
             self.recover(self.i, "missing system block", "<|system_start|>")
             result.bos_token = ""
             result.date = None
-            self._lenient_no_header = True
+            self.no_header = True
             return
         self.i += 1
         system, self.i = self.take_text(self.i)
@@ -372,7 +400,7 @@ class _Builder:
     def system(self, system, result):
         d = self.d
         if d.dated_system:
-            head, _, tail = d.default_system.partition("{date}")
+            head, _, tail = _dated_parts(d)
             if system.startswith(head) and system.endswith(tail) and \
                     len(system) == len(head) + 10 + len(tail):
                 date = system[len(head):len(head) + 10]
@@ -397,7 +425,6 @@ class _Builder:
             result.tools_text = None
         elif rest.startswith(_TOOLS_ON):
             result.tools_text = rest[len(_TOOLS_ON):]
-            result.tool_names = _TOOL_NAME_RE.findall(result.tools_text)
         else:
             self.recover(at, "malformed developer block",
                          "'Tool Capabilities: disabled' or 'Tool Capabilities:' and the tools")
@@ -406,7 +433,7 @@ class _Builder:
     def turns(self, result):
         n = self.n
         d = self.d
-        if getattr(self, "_lenient_no_header", False) and self.i < n and \
+        if self.no_header and self.i < n and \
                 self.kind(self.i) not in (_K_USER_START, _K_ASSISTANT_START):
             # lenient: a bare completion is the body of an open assistant turn
             self.warnings.append("no <|assistant_start|>: read the text as an assistant turn")
@@ -720,6 +747,16 @@ def _salvage_calls(raw: str):
             pos += 3
         else:
             return calls
+
+
+_DATED = {}
+
+
+def _dated_parts(d):
+    parts = _DATED.get(d.name)
+    if parts is None:
+        parts = _DATED[d.name] = d.default_system.partition("{date}")
+    return parts
 
 
 def _valid_date(s):

@@ -1,3 +1,5 @@
+# cython: boundscheck=True, wraparound=True
+# (plain Python compiled by Cython: keep Python's index semantics and checks)
 """Rendering: message dicts -> the exact text of the official chat templates.
 
 Three sections, in the order data flows:

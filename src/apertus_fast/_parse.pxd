@@ -1,0 +1,60 @@
+# Cython declarations for _parse.py (an "augmenting" .pxd): the builder as a cdef class
+# with typed state, for the compiled build. The .py file stays plain Python; keep the
+# two in step.
+cimport cython
+
+cdef int _K_TEXT, _K_BOS, _K_SYSTEM_START, _K_SYSTEM_END, _K_DEVELOPER_START
+cdef int _K_DEVELOPER_END, _K_USER_START, _K_USER_END, _K_ASSISTANT_START
+cdef int _K_ASSISTANT_END, _K_INNER_PREFIX, _K_INNER_SUFFIX, _K_TOOLS_PREFIX
+cdef int _K_TOOLS_SUFFIX, _K_TOOL_OUTPUT_START, _K_TOOL_OUTPUT_END, _K_IMAGE, _K_AUDIO
+cdef int _K_THINK_START, _K_THINK_END
+
+@cython.locals(n=Py_ssize_t)
+cdef Py_ssize_t _json_end(str s, Py_ssize_t pos) except -2
+@cython.locals(pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t, close=Py_ssize_t)
+cdef Py_ssize_t _find_output_group(str run) except -2
+
+cdef class _Builder:
+    cdef public str text
+    cdef object d
+    cdef bint strict
+    cdef public str format
+    cdef list kinds, starts, ends
+    cdef Py_ssize_t n, i
+    cdef public list warnings
+    cdef bint waiting, no_header
+    cdef public list messages
+
+    cdef int kind(self, Py_ssize_t j) except -1
+    cpdef bint _has_reasoning(self) except -1
+    cdef error(self, Py_ssize_t j, str reason, str expected=*)
+    cdef recover(self, Py_ssize_t j, str reason, str expected=*)
+    @cython.locals(k=int)
+    cdef bint textual(self, Py_ssize_t j, bint in_user=*) except -1
+    @cython.locals(start=Py_ssize_t)
+    cdef tuple take_text(self, Py_ssize_t j, object limit=*)
+    cdef bint expect(self, int kind, str what) except -1
+    cpdef build(self)
+    cdef header(self, result)
+    cdef system(self, str system, result)
+    cdef developer(self, str dev, Py_ssize_t at, result)
+    @cython.locals(n=Py_ssize_t, k=int)
+    cdef turns(self, result)
+    @cython.locals(n=Py_ssize_t, at_end=bint)
+    cdef after_turn(self, bint closed, result)
+    @cython.locals(n=Py_ssize_t, k=int, has_media=bint, start_j=Py_ssize_t)
+    cdef user_turn(self)
+    @cython.locals(start=Py_ssize_t)
+    cdef tuple _user_text(self, Py_ssize_t j)
+    @cython.locals(n=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, k=int)
+    cdef bint assistant_turn(self) except -1
+    @cython.locals(body_start=Py_ssize_t, k=Py_ssize_t, nxt=Py_ssize_t, suffix_ok=bint)
+    cdef tuple tool_calls(self, Py_ssize_t j, Py_ssize_t b)
+    @cython.locals(k=Py_ssize_t)
+    cdef tuple output_group(self, Py_ssize_t j, Py_ssize_t b)
+    @cython.locals(brackets=bint, in_inner=bint, after_calls=bint, j=Py_ssize_t, k=int,
+                   close=Py_ssize_t, nxt=Py_ssize_t, msgs=list, blocks=list)
+    cdef blocks_body(self, Py_ssize_t a, Py_ssize_t b)
+    @cython.locals(brackets=bint, after_calls=bint, j=Py_ssize_t, k=int, close=Py_ssize_t,
+                   out=list)
+    cdef string_body(self, Py_ssize_t a, Py_ssize_t b)
