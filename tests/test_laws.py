@@ -90,8 +90,13 @@ def test_laws(dialect, data):
     # lossless
     parsed = parse(s, dialect=dialect)
     assert parsed.render() == s
-    # the byte door gives the same conversation
-    assert parse(s.encode("utf-8"), dialect=dialect).messages == parsed.messages
+    # the byte door gives the same conversation (UTF-8 cannot carry lone surrogates)
+    try:
+        raw = s.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = None
+    if raw is not None:
+        assert parse(raw, dialect=dialect).messages == parsed.messages
 
     # canonical
     flags = dict(add_generation_prompt=kwargs["add_generation_prompt"],

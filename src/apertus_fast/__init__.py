@@ -68,15 +68,17 @@ _NATIVE_MODULES = ("_lexer", "_render", "_parse")
 def backends() -> dict[str, str]:
     """Which implementation each accelerated module runs on: ``"cython"`` (compiled
     extension) or ``"python"`` (pure-Python source; the lexer's twin)."""
+    import importlib.util
+
     result = {}
     for name in _NATIVE_MODULES:
-        try:
-            mod = importlib.import_module(f"{__name__}.{name}")
-        except ImportError:
-            result[name] = "python"
-            continue
-        path = getattr(mod, "__file__", "") or ""
-        result[name] = "python" if path.endswith(".py") else "cython"
+        # the spec says which file an import would load, without importing it
+        spec = importlib.util.find_spec(f"{__name__}.{name}")
+        origin = (spec.origin or "") if spec is not None else ""
+        if name == "_lexer" and not origin:
+            result[name] = "python"  # the twin _lexer_py runs instead
+        else:
+            result[name] = "python" if origin.endswith(".py") else "cython"
     return result
 
 
