@@ -25,9 +25,10 @@ cdef str _ts_object(object spec, bint trim, bint jinja_json)
 cdef str _ts_one_of(object one_of, bint trim, bint jinja_json)
 cdef list _items(object x)
 cdef object _unwrap_tool(object tool, bint native)
-@cython.locals(last_tool=Py_ssize_t, ti=Py_ssize_t, last=Py_ssize_t, i=Py_ssize_t,
-               out=list, tool_list=list, entries=list)
+@cython.locals(last_tool=Py_ssize_t, ti=Py_ssize_t, out=list, tool_list=list, mode=int)
 cdef str _render_tools(object tools, bint trim, bint jinja_json, bint native)
+@cython.locals(last=Py_ssize_t, i=Py_ssize_t, out=list, entries=list)
+cdef str _render_tool(object tool, bint trim, bint jinja_json, bint native)
 
 cdef tuple _system_prompt(object messages, object d, object date)
 @cython.locals(in_assistant=bint, in_tool=bint, in_inner=bint, waiting=bint, fmt=int,

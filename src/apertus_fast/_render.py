@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json as _json
+from marshal import dumps as _marshal_dumps
 import time as _time
 from collections.abc import Mapping as _Mapping
 
@@ -176,21 +177,62 @@ def is_iterable(x):
     return True
 
 
-# json.dumps(x, **kwargs) builds a new encoder per call; these are the same encoders.
+# json.dumps(x, **kwargs) builds a new encoder per call; what it would build, built once:
+# scalars are encoded directly (as json.dumps does them), containers by the C encoder.
 _HF_JSON = _json.JSONEncoder(ensure_ascii=False)
 _JINJA_JSON = _json.JSONEncoder(sort_keys=True)
+_enc_str = getattr(_json.encoder, "c_encode_basestring", None) or _json.encoder.encode_basestring
+_enc_ascii = (getattr(_json.encoder, "c_encode_basestring_ascii", None)
+              or _json.encoder.encode_basestring_ascii)
+_c_make_encoder = getattr(_json.encoder, "c_make_encoder", None)
+if _c_make_encoder is not None:
+    # markers=None: no circular-reference bookkeeping (a cycle ends in RecursionError)
+    _HF_C = _c_make_encoder(None, _HF_JSON.default, _enc_str, None, ": ", ", ",
+                            False, False, True)
+    _JINJA_C = _c_make_encoder(None, _JINJA_JSON.default, _enc_ascii, None, ": ", ", ",
+                               True, False, True)
+else:  # pragma: no cover - CPython always has the C accelerator
+    _HF_C = _JINJA_C = None
+
+
+def _float_json(x):
+    if x != x:
+        return "NaN"
+    if x == _INF:
+        return "Infinity"
+    if x == -_INF:
+        return "-Infinity"
+    return float.__repr__(x)
+
+
+_INF = float("inf")
 
 
 def tojson(x, jinja_builtin):
     """The ``tojson`` filter: jinja2's built-in in the reference package's environment
     (sorted keys, ASCII, ``< > & '`` escaped for HTML), else Hugging Face's
     ``json.dumps(ensure_ascii=False)``."""
-    try:
-        if not jinja_builtin:
-            return _HF_JSON.encode(x)
-        out = _JINJA_JSON.encode(x)
-    except (TypeError, ValueError) as exc:
-        raise _Fail(f"tojson: {exc}") from None
+    tx = type(x)
+    if tx is str:
+        out = _enc_ascii(x) if jinja_builtin else _enc_str(x)
+    elif tx is bool:
+        return "true" if x else "false"
+    elif x is None:
+        return "null"
+    elif tx is int:
+        return int.__repr__(x)
+    elif tx is float:
+        return _float_json(x)
+    else:
+        try:
+            if (tx is dict or tx is list) and _HF_C is not None:
+                out = "".join((_JINJA_C if jinja_builtin else _HF_C)(x, 0))
+            else:
+                out = (_JINJA_JSON if jinja_builtin else _HF_JSON).encode(x)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _Fail(f"tojson: {exc}") from None
+    if not jinja_builtin:
+        return out
     return (out.replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("&", "\\u0026").replace("'", "\\u0027"))
 
@@ -345,47 +387,82 @@ def render_tools(tools, dialect=DEFAULT_DIALECT):
     return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
 
 
+# Rendered signatures of single tools, keyed by the environment and ``marshal.dumps`` of
+# the tool: marshal accepts only builtin types and tells 1, 1.0, True and "1" apart and
+# keeps key order, so equal keys mean tools that render identically. Corpora and servers
+# reuse a catalogue of tools; a tool marshal rejects is simply rendered each time.
+_TOOL_CACHE = {}
+_TOOL_CACHE_MAX = 4096
+
+
 def _render_tools(tools, trim, jinja_json, native):
     tool_list = seq(tools)
     out = []
     last_tool = len(tool_list) - 1
     ti = 0
+    mode = (4 if trim else 0) | (2 if jinja_json else 0) | (1 if native else 0)
     for tool in tool_list:
-        tool = _unwrap_tool(tool, native)
-        out.append("// " + s(attr(tool, "description")) + "\n")
-        out.append("type " + s(attr(tool, "name")) + " = ")
-        params = attr(tool, "parameters")
-        props = attr(params, "properties") if params else UNDEFINED
-        if props:
-            out.append("(_: {\n")
-            entries = _items(props)
-            last = len(entries) - 1
-            i = 0
-            for name, spec in entries:
-                desc = attr(spec, "description")
-                if desc:
-                    out.append("// " + s(desc) + "\n")
-                out.append(text(name))
-                if not_in(name, attr(params, "required") or []):
-                    out.append("?")
-                out.append(": ")
-                out.append(ts_type(spec, trim, jinja_json))
-                default = attr(spec, "default")
-                if default is not UNDEFINED:
-                    if attr(spec, "enum"):
-                        out.append(", // default: " + s(default))
-                    elif attr(spec, "oneOf"):
-                        out.append("// default: " + s(default))
-                    else:
-                        out.append(", // default: " + tojson(default, jinja_json))
-                out.append(",\n" if i != last else "\n")
-                i += 1
-            out.append("}) => any;")
-        else:
-            out.append("() => any;")
+        key = None
+        if type(tool) is dict:
+            try:
+                key = (mode, _marshal_dumps(tool))
+            except (ValueError, RecursionError):
+                key = None
+            else:
+                cached = _TOOL_CACHE.get(key)
+                if cached is not None:
+                    out.append(cached)
+                    if ti != last_tool:
+                        out.append("\n")
+                    ti += 1
+                    continue
+        text_ = _render_tool(tool, trim, jinja_json, native)
+        if key is not None:
+            if len(_TOOL_CACHE) >= _TOOL_CACHE_MAX:
+                _TOOL_CACHE.clear()
+            _TOOL_CACHE[key] = text_
+        out.append(text_)
         if ti != last_tool:
             out.append("\n")
         ti += 1
+    return "".join(out)
+
+
+def _render_tool(tool, trim, jinja_json, native):
+    """One tool's signature (one iteration of ``render_tools``' loop)."""
+    out = []
+    tool = _unwrap_tool(tool, native)
+    out.append("// " + s(attr(tool, "description")) + "\n")
+    out.append("type " + s(attr(tool, "name")) + " = ")
+    params = attr(tool, "parameters")
+    props = attr(params, "properties") if params else UNDEFINED
+    if props:
+        out.append("(_: {\n")
+        entries = _items(props)
+        last = len(entries) - 1
+        i = 0
+        for name, spec in entries:
+            desc = attr(spec, "description")
+            if desc:
+                out.append("// " + s(desc) + "\n")
+            out.append(text(name))
+            if not_in(name, attr(params, "required") or []):
+                out.append("?")
+            out.append(": ")
+            out.append(ts_type(spec, trim, jinja_json))
+            default = attr(spec, "default")
+            if default is not UNDEFINED:
+                if attr(spec, "enum"):
+                    out.append(", // default: " + s(default))
+                elif attr(spec, "oneOf"):
+                    out.append("// default: " + s(default))
+                else:
+                    out.append(", // default: " + tojson(default, jinja_json))
+            out.append(",\n" if i != last else "\n")
+            i += 1
+        out.append("}) => any;")
+    else:
+        out.append("() => any;")
     return "".join(out)
 
 
