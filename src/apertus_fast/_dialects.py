@@ -85,7 +85,7 @@ _APERTUS_15_SYSTEM = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Dialect:
     """Everything that distinguishes one official template from another."""
 
