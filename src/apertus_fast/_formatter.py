@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ._dialects import DEFAULT_DIALECT, get_dialect
+from ._dialects import DEFAULT_DIALECT, TOKEN_TEXT, Kind, get_dialect
 from ._models import (
     AssistantContent,
     ContentFormat,
@@ -38,18 +38,18 @@ class ApertusFormatter:
 
     # Special tokens
     BOS_TOKEN = "<s>"
-    SYSTEM_START = "<|system_start|>"
-    SYSTEM_END = "<|system_end|>"
-    DEVELOPER_START = "<|developer_start|>"
-    DEVELOPER_END = "<|developer_end|>"
-    USER_START = "<|user_start|>"
-    USER_END = "<|user_end|>"
-    ASSISTANT_START = "<|assistant_start|>"
-    ASSISTANT_END = "<|assistant_end|>"
-    INNER_PREFIX = "<|inner_prefix|>"
-    INNER_SUFFIX = "<|inner_suffix|>"
-    TOOLS_PREFIX = "<|tools_prefix|>"
-    TOOLS_SUFFIX = "<|tools_suffix|>"
+    SYSTEM_START = TOKEN_TEXT[Kind.SYSTEM_START]
+    SYSTEM_END = TOKEN_TEXT[Kind.SYSTEM_END]
+    DEVELOPER_START = TOKEN_TEXT[Kind.DEVELOPER_START]
+    DEVELOPER_END = TOKEN_TEXT[Kind.DEVELOPER_END]
+    USER_START = TOKEN_TEXT[Kind.USER_START]
+    USER_END = TOKEN_TEXT[Kind.USER_END]
+    ASSISTANT_START = TOKEN_TEXT[Kind.ASSISTANT_START]
+    ASSISTANT_END = TOKEN_TEXT[Kind.ASSISTANT_END]
+    INNER_PREFIX = TOKEN_TEXT[Kind.INNER_PREFIX]
+    INNER_SUFFIX = TOKEN_TEXT[Kind.INNER_SUFFIX]
+    TOOLS_PREFIX = TOKEN_TEXT[Kind.TOOLS_PREFIX]
+    TOOLS_SUFFIX = TOKEN_TEXT[Kind.TOOLS_SUFFIX]
 
     def __init__(
         self,

@@ -53,8 +53,7 @@ cdef class _Builder:
     @cython.locals(k=Py_ssize_t)
     cdef tuple output_group(self, Py_ssize_t j, Py_ssize_t b)
     @cython.locals(brackets=bint, in_inner=bint, after_calls=bint, j=Py_ssize_t, k=int,
-                   close=Py_ssize_t, nxt=Py_ssize_t, msgs=list, blocks=list)
+                   nxt=Py_ssize_t, msgs=list, blocks=list)
     cdef blocks_body(self, Py_ssize_t a, Py_ssize_t b)
-    @cython.locals(brackets=bint, after_calls=bint, j=Py_ssize_t, k=int, close=Py_ssize_t,
-                   out=list)
+    @cython.locals(brackets=bint, after_calls=bint, j=Py_ssize_t, k=int, out=list)
     cdef string_body(self, Py_ssize_t a, Py_ssize_t b)

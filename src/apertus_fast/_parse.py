@@ -209,6 +209,16 @@ def _find_output_group(run):
         return close if close >= pos else -1
 
 
+def _leading_outputs(run, possible):
+    """A text run right after ``<|tools_suffix|>`` in the ``[a, b]`` dialects may start
+    with the tool outputs: ``(outputs, rest)``, or ``(None, run)`` when it does not."""
+    if possible and run.startswith("["):
+        close = _find_output_group(run)
+        if close >= 0:
+            return split_tool_outputs(run[1:close]), run[close + 1:]
+    return None, run
+
+
 def split_tool_calls(body: str):
     """Split the text between ``<|tools_prefix|>`` and ``<|tools_suffix|>``
     (``[{"name": arguments}, ...]``) into ``(name, arguments)`` pairs, arguments
@@ -588,14 +598,12 @@ class _Builder:
             k = self.kind(j)
             if self.textual(j):
                 run, j = self.take_text(j, b)
-                if after_calls and brackets and run.startswith("["):
-                    close = _find_output_group(run)
-                    if close >= 0:
-                        blocks.append({"type": "tool_outputs", "outputs": [
-                            {"output": o} for o in split_tool_outputs(run[1:close])]})
-                        self.waiting = False
-                        run = run[close + 1:]
-                        cur = None
+                outputs, run = _leading_outputs(run, after_calls and brackets)
+                if outputs is not None:
+                    blocks.append({"type": "tool_outputs",
+                                   "outputs": [{"output": o} for o in outputs]})
+                    self.waiting = False
+                    cur = None
                 after_calls = False
                 if run:
                     want = "thoughts" if in_inner else "response"
@@ -665,14 +673,11 @@ class _Builder:
             k = self.kind(j)
             if self.textual(j):
                 run, j = self.take_text(j, b)
-                if after_calls and brackets and run.startswith("["):
-                    close = _find_output_group(run)
-                    if close >= 0:
-                        for o in split_tool_outputs(run[1:close]):
-                            out.append({"role": "tool", "content": o})
-                        self.waiting = False
-                        run = run[close + 1:]
-                        cur = None
+                outputs, run = _leading_outputs(run, after_calls and brackets)
+                if outputs is not None:
+                    out.extend([{"role": "tool", "content": o} for o in outputs])
+                    self.waiting = False
+                    cur = None
                 after_calls = False
                 if run:
                     cur = {"role": "assistant", "content": run}

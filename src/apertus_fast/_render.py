@@ -29,7 +29,7 @@ from marshal import dumps as _marshal_dumps
 import time as _time
 from collections.abc import Mapping as _Mapping
 
-from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, get_dialect
+from ._dialects import DEFAULT_DIALECT, DIALECTS, TOKEN_TEXT, Dialect, Kind, get_dialect
 from ._errors import RenderError
 
 __all__ = ["render", "render_tools", "render_date", "UNDEFINED"]
@@ -470,20 +470,20 @@ def _render_tool(tool, trim, jinja_json, native):
 # 3. Messages
 # ---------------------------------------------------------------------------
 
-SYSTEM_START = "<|system_start|>"
-SYSTEM_END = "<|system_end|>"
-DEVELOPER_START = "<|developer_start|>"
-DEVELOPER_END = "<|developer_end|>"
-USER_START = "<|user_start|>"
-USER_END = "<|user_end|>"
-ASSISTANT_START = "<|assistant_start|>"
-ASSISTANT_END = "<|assistant_end|>"
-INNER_PREFIX = "<|inner_prefix|>"
-INNER_SUFFIX = "<|inner_suffix|>"
-TOOLS_PREFIX = "<|tools_prefix|>"
-TOOLS_SUFFIX = "<|tools_suffix|>"
-IMAGE = "<|image|>"
-AUDIO = "<|audio|>"
+SYSTEM_START = TOKEN_TEXT[Kind.SYSTEM_START]
+SYSTEM_END = TOKEN_TEXT[Kind.SYSTEM_END]
+DEVELOPER_START = TOKEN_TEXT[Kind.DEVELOPER_START]
+DEVELOPER_END = TOKEN_TEXT[Kind.DEVELOPER_END]
+USER_START = TOKEN_TEXT[Kind.USER_START]
+USER_END = TOKEN_TEXT[Kind.USER_END]
+ASSISTANT_START = TOKEN_TEXT[Kind.ASSISTANT_START]
+ASSISTANT_END = TOKEN_TEXT[Kind.ASSISTANT_END]
+INNER_PREFIX = TOKEN_TEXT[Kind.INNER_PREFIX]
+INNER_SUFFIX = TOKEN_TEXT[Kind.INNER_SUFFIX]
+TOOLS_PREFIX = TOKEN_TEXT[Kind.TOOLS_PREFIX]
+TOOLS_SUFFIX = TOKEN_TEXT[Kind.TOOLS_SUFFIX]
+IMAGE = TOKEN_TEXT[Kind.IMAGE]
+AUDIO = TOKEN_TEXT[Kind.AUDIO]
 
 _THINKING_ON = DEVELOPER_START + "Deliberation: enabled\n"
 _THINKING_OFF = DEVELOPER_START + "Deliberation: disabled\n"
