@@ -1,0 +1,293 @@
+"""Error parity, site by site: one example per ``raise_exception`` call and per
+attribute / type failure of each template.
+
+For each example and each dialect where the template fails on it:
+
+* ``test_ours_raises``: ``render`` raises ``RenderError`` (a ``ValueError``) whose
+  ``message_index`` is the offending message (``None`` for tool specs) and whose text
+  names it (``"message 3"``). Runs without the oracle too.
+* ``test_template_raises``: the official template fails on it as well (needs the oracle).
+
+Template line numbers below are those of ``apertus-format-reference.jinja``
+(``apertus-1.jinja`` is the same up to line 206; ``apertus-1.5.jinja`` is shifted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.make_golden import oracle_expect, oracle_tools
+from tests.oracle import ORACLE_MISSING, OracleError, oracle_render
+
+from apertus_fast import RenderError, render
+
+REF, V1, V15 = "apertus-format-reference", "apertus-1", "apertus-1.5"
+ALL = (REF, V1, V15)
+DATE = "2026-01-01"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    messages: list
+    index: int | None  #: offending message; None: the tool specs
+    tools: list | None = None
+    dialects: tuple = ALL
+    flags: dict = field(default_factory=dict)
+
+
+def u(text="hi"):
+    return {"role": "user", "content": text}
+
+
+def a(content="ok", **extra):
+    return {"role": "assistant", "content": content, **extra}
+
+
+def blocks(*bs, **extra):
+    return {"role": "assistant", "content": {"blocks": list(bs)}, **extra}
+
+
+def call(name="f", arguments="{}"):
+    return {"name": name, "arguments": arguments}
+
+
+def legacy(name="f", arguments="{}", **extra):
+    return {"type": "function", "function": {"name": name, "arguments": arguments}, **extra}
+
+
+SYS = {"role": "system", "content": "sys"}
+CALLS = {"type": "tool_calls", "calls": [call()]}
+
+
+def tool(**params):
+    return [{"name": "f", "description": "d",
+             "parameters": {"type": "object", "properties": params}}]
+
+
+CASES = [
+    # --- raise_exception("Invalid system message") (L163: content not str / {"text"}) -----
+    Case("system-content-null", [{"role": "system", "content": None}, u()], 0),
+    Case("system-content-list", [{"role": "system", "content": [{"type": "text", "text": "s"}]}], 0),
+    Case("system-content-mapping-without-text", [{"role": "system", "content": {"parts": []}}], 0),
+    Case("system-content-int", [{"role": "system", "content": 7}, u()], 0),
+    # --- raise_exception("Invalid system message") (L166: no content) -----------------------
+    Case("system-without-content", [{"role": "system"}, u()], 0),
+    # --- system text concatenation (L161: system_token + content.text + ...) ----------------
+    Case("system-text-null", [{"role": "system", "content": {"text": None}}], 0),
+    Case("system-text-int", [{"role": "system", "content": {"text": 3}}, u()], 0),
+    Case("system-text-list", [{"role": "system", "content": {"text": ["a"]}}], 0),
+    # --- raise_exception("Invalid user part: " + part.type) (L208; 1.5: L219) ----------------
+    Case("user-part-unknown", [SYS, u(), a(), {"role": "user", "content": {"parts": [{"type": "video"}]}}], 3),
+    Case("user-part-image-ref", [u({"parts": [{"type": "image", "image": "x"}]})], 0, dialects=(REF,)),
+    Case("user-part-image-url", [u({"parts": [{"type": "text", "text": "t"}, {"type": "image_url"}]})], 0,
+         dialects=(REF, V1)),
+    Case("user-part-input-image", [u({"parts": [{"type": "input_image"}]})], 0, dialects=(REF, V1)),
+    Case("user-part-audio", [u({"parts": [{"type": "audio"}]})], 0, dialects=(REF, V1)),
+    Case("user-part-input-audio", [u({"parts": [{"type": "input_audio"}]})], 0, dialects=(REF, V1)),
+    Case("user-part-without-type", [u({"parts": [{"text": "t"}]})], 0),
+    Case("user-part-type-int", [u({"parts": [{"type": 3}]})], 0),
+    Case("user-part-type-null", [u({"parts": [{"type": None}]})], 0),
+    Case("user-part-not-a-dict", [u({"parts": ["text"]})], 0),
+    # --- raise_exception("Invalid user part: " + part.type) (1.5 list content: L231) ---------
+    # (reference / apertus-1 reject list content itself: "Invalid user message")
+    Case("user-list-part-unknown", [u([{"type": "text", "text": "t"}, {"type": "file"}])], 0),
+    Case("user-list-part-without-type", [SYS, u([{"text": "t"}])], 1),
+    # --- raise_exception("Invalid user message: " + role) (L212; 1.5: L235) ------------------
+    Case("user-content-null", [u(None)], 0),
+    Case("user-content-int", [SYS, u(5)], 1),
+    Case("user-content-mapping-without-parts", [u({"text": "t"})], 0),
+    Case("user-content-list", [u(), a(), u([{"type": "text", "text": "t"}])], 2, dialects=(REF, V1)),
+    Case("user-content-true", [u(True)], 0),
+    # --- iterating parts (L204: for part in parts) -------------------------------------------
+    Case("user-parts-null", [u({"parts": None})], 0),
+    Case("user-parts-int", [u({"parts": 5})], 0),
+    Case("user-parts-string", [u({"parts": "text"})], 0),
+    # --- raise_exception("Cannot have both tool outputs ...") (L262) --------------------------
+    Case("tool-outputs-block-after-tool-message",
+         [u(), blocks(CALLS), {"role": "tool", "content": "r"},
+          blocks({"type": "tool_outputs", "outputs": [{"output": "r"}]})], 3),
+    # --- raise_exception("Invalid assistant block type: " + block.type) (L283) ---------------
+    Case("block-type-unknown", [u(), blocks({"type": "text", "text": "x"})], 1),
+    Case("block-without-type", [SYS, u(), blocks({"type": "response", "text": "x"}, {"text": "x"})], 2),
+    Case("block-type-int", [u(), blocks({"type": 1})], 1),
+    Case("block-not-a-dict", [u(), blocks("response")], 1),
+    # --- iterating blocks (L232) ---------------------------------------------------------------
+    Case("blocks-null", [u(), {"role": "assistant", "content": {"blocks": None}}], 1),
+    Case("blocks-int", [u(), {"role": "assistant", "content": {"blocks": 3}}], 1),
+    Case("blocks-string", [u(), {"role": "assistant", "content": {"blocks": "response"}}], 1),
+    # --- raise_exception("Invalid assistant content") (L287) ----------------------------------
+    Case("assistant-string-then-blocks", [u(), a("s"), u(), blocks({"type": "response", "text": "b"})], 3),
+    Case("assistant-blocks-then-string", [SYS, u(), blocks({"type": "response", "text": "b"}), a("s")], 3),
+    Case("assistant-content-null", [u(), a(None)], 1),
+    Case("assistant-content-mapping-without-blocks", [u(), a({"text": "t"})], 1),
+    Case("assistant-content-list", [u(), a([{"type": "text", "text": "t"}])], 1),
+    Case("assistant-content-int", [u(), a(4)], 1),
+    # --- raise_exception("Invalid assistant message") (L290: no content) ---------------------
+    Case("assistant-without-content", [u(), {"role": "assistant", "tool_calls": [legacy()]}], 1),
+    # --- tool calls in blocks (L248-L254) ---------------------------------------------------
+    Case("block-calls-int", [u(), blocks({"type": "tool_calls", "calls": 3})], 1),
+    Case("block-call-without-name", [u(), blocks({"type": "tool_calls", "calls": [{"arguments": "{}"}]})], 1),
+    Case("block-call-name-int", [u(), blocks({"type": "tool_calls", "calls": [call(name=7)]})], 1),
+    Case("block-call-name-null", [u(), blocks({"type": "tool_calls", "calls": [call(name=None)]})], 1),
+    Case("block-call-without-arguments", [u(), blocks({"type": "tool_calls", "calls": [{"name": "f"}]})], 1),
+    Case("block-call-arguments-dict", [u(), blocks({"type": "tool_calls", "calls": [call(arguments={"a": 1})]})],
+         1, dialects=(REF, V1)),
+    Case("block-call-arguments-null", [u(), blocks({"type": "tool_calls", "calls": [call(arguments=None)]})],
+         1, dialects=(REF, V1)),
+    Case("block-call-openai-shape", [u(), blocks({"type": "tool_calls", "calls": [legacy()]})], 1,
+         dialects=(REF, V1)),
+    Case("block-call-not-a-dict", [u(), blocks({"type": "tool_calls", "calls": ["f"]})], 1),
+    Case("display-answers-calls-int", [u(), blocks({"type": "thoughts", "text": "t"},
+                                                   {"type": "tool_calls", "calls": 3})], 1),
+    # --- tool outputs in blocks (L265) --------------------------------------------------------
+    Case("block-outputs-int", [u(), blocks({"type": "tool_outputs", "outputs": 2})], 1),
+    Case("block-outputs-null", [u(), blocks({"type": "tool_outputs", "outputs": None})], 1),
+    # --- OpenAI tool_calls: raise_exception("Invalid tool call type: " + type) (L302) --------
+    Case("legacy-call-type-other", [u(), a("x", tool_calls=[legacy(type="tool")])], 1),
+    Case("legacy-call-type-null", [u(), a("x", tool_calls=[{"type": None, "function": call()}])], 1),
+    Case("legacy-call-type-missing", [u(), a("x", tool_calls=[{"function": call()}])], 1, dialects=(REF, V1)),
+    Case("legacy-call-second-bad", [SYS, u(), a("x", tool_calls=[legacy(), legacy(type="x")])], 2),
+    Case("legacy-call-not-a-dict", [u(), a("x", tool_calls=["f"])], 1),
+    # --- OpenAI tool_calls: raise_exception("Invalid tool call") (1.5: L335) -----------------
+    Case("legacy-call-arguments-empty", [u(), a("x", tool_calls=[legacy(arguments="")])], 1, dialects=(V15,)),
+    Case("legacy-call-arguments-empty-dict", [u(), a("x", tool_calls=[legacy(arguments={})])], 1),
+    Case("legacy-call-arguments-null", [u(), a("x", tool_calls=[legacy(arguments=None)])], 1),
+    Case("legacy-call-name-empty", [u(), a("x", tool_calls=[legacy(name="")])], 1, dialects=(V15,)),
+    Case("legacy-call-without-name", [u(), a("x", tool_calls=[{"type": "function",
+                                                                "function": {"arguments": "{}"}}])], 1),
+    Case("legacy-call-without-function", [u(), a("x", tool_calls=[{"type": "function"}])], 1),
+    # --- OpenAI tool_calls: concatenations (L297) --------------------------------------------
+    Case("legacy-call-arguments-dict", [u(), a("x", tool_calls=[legacy(arguments={"a": 1})])], 1,
+         dialects=(REF, V1)),
+    Case("legacy-call-name-int", [u(), a("x", tool_calls=[legacy(name=5)])], 1),
+    Case("legacy-call-flat", [u(), a("x", tool_calls=[{"type": "function", **call()}])], 1, dialects=(REF, V1)),
+    Case("legacy-tool-calls-int", [u(), a("x", tool_calls=5)], 1),
+    Case("legacy-tool-calls-string", [u(), a("x", tool_calls="f")], 1),
+    # --- raise_exception("Tool message outside of assistant") (L309) -------------------------
+    Case("tool-first", [{"role": "tool", "content": "r"}], 0),
+    Case("tool-after-system", [SYS, {"role": "tool", "content": "r"}], 1),
+    Case("tool-after-user", [u(), a(), u(), {"role": "tool", "content": "r"}], 3),
+    # --- raise_exception("Invalid message role") (L319) ---------------------------------------
+    Case("role-developer", [u(), {"role": "developer", "content": "d"}], 1),
+    Case("role-late-system", [u(), a(), SYS], 2),
+    Case("role-missing", [SYS, {"content": "x"}], 1),
+    Case("role-null", [{"role": None, "content": "x"}], 0),
+    Case("role-capitalised", [{"role": "User", "content": "x"}], 0),
+    Case("message-string", [u(), "hello"], 1),
+    Case("message-null", [None], 0),
+    Case("message-list", [[{"role": "user", "content": "x"}]], 0),
+    # --- tool specs: render_tools (L100-L121) ------------------------------------------------
+    Case("tool-without-description", [u()], None, tools=[{"name": "f"}]),
+    Case("tool-description-null", [u()], None, tools=[{"name": "f", "description": None}]),
+    Case("tool-description-int", [u()], None, tools=[{"name": "f", "description": 1}]),
+    Case("tool-without-name", [u()], None, tools=[{"description": "d"}]),
+    Case("tool-name-list", [u()], None, tools=[{"name": ["f"], "description": "d"}]),
+    Case("tool-not-a-dict", [u()], None, tools=["f"]),
+    Case("tool-second-bad", [u()], None, tools=tool() + [{"name": "g"}]),
+    Case("tool-openai-without-description", [u()], None,
+         tools=[{"type": "function", "function": {"name": "f"}}]),
+    Case("tool-properties-list", [u()], None,
+         tools=[{"name": "f", "description": "d", "parameters": {"properties": [{"type": "string"}]}}]),
+    Case("tool-properties-string", [u()], None,
+         tools=[{"name": "f", "description": "d", "parameters": {"properties": "a"}}]),
+    Case("param-description-int", [u()], None, tools=tool(a={"type": "string", "description": 5})),
+    Case("param-description-list", [u()], None, tools=tool(a={"description": ["x"]})),
+    Case("param-enum-default-int", [u()], None,
+         tools=tool(a={"type": "integer", "enum": [1, 2], "default": 1})),
+    Case("param-enum-default-null", [u()], None,
+         tools=tool(a={"type": "string", "enum": ["x"], "default": None})),
+    Case("param-oneof-default-int", [u()], None,
+         tools=tool(a={"oneOf": [{"type": "integer"}], "default": 1})),
+    Case("param-oneof-default-dict", [u()], None,
+         tools=tool(a={"oneOf": [{"type": "string"}], "default": {"x": 1}})),
+    Case("required-int", [u()], None,
+         tools=[{"name": "f", "description": "d",
+                 "parameters": {"properties": {"a": {}}, "required": 5}}]),
+    # --- tool specs: render_typescript_type (L1-L95) -------------------------------------------
+    Case("nested-properties-list", [u()], None,
+         tools=tool(a={"type": "object", "properties": ["x"]})),
+    Case("nested-required-int", [u()], None,
+         tools=tool(a={"type": "object", "properties": {"x": {}}, "required": 1})),
+    Case("oneof-int", [u()], None, tools=tool(a={"oneOf": 5})),
+    Case("oneof-variant-description-int", [u()], None,
+         tools=tool(a={"oneOf": [{"type": "string", "description": 1}]})),
+    Case("enum-int", [u()], None, tools=tool(a={"type": "string", "enum": 5})),
+    Case("array-items-object-properties-list", [u()], None,
+         tools=tool(a={"type": "array", "items": {"type": "object", "properties": [1]}})),
+    # --- the system message is checked before the tools ------------------------------------------
+    Case("system-before-tools", [{"role": "system"}, u()], 0, tools=[{"name": "f"}]),
+    Case("tools-before-messages", [u(), {"role": "tool"}], None, tools=[{"name": "f"}]),
+]
+
+PAIRS = [pytest.param(c, d, id=f"{c.id}[{d}]") for c in CASES for d in c.dialects]
+
+
+def _render(case, dialect):
+    return render(case.messages, dialect=dialect, tools=case.tools, date=DATE, **case.flags)
+
+
+@pytest.mark.parametrize("case, dialect", PAIRS)
+def test_ours_raises(case, dialect):
+    with pytest.raises(RenderError) as info:
+        _render(case, dialect)
+    exc = info.value
+    assert isinstance(exc, ValueError)
+    assert exc.message_index == case.index, str(exc)
+    if case.index is not None:
+        assert f"message {case.index}" in str(exc)
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(bool(ORACLE_MISSING), reason=ORACLE_MISSING or "")
+@pytest.mark.parametrize("case, dialect", PAIRS)
+def test_template_raises(case, dialect):
+    with pytest.raises(OracleError):
+        oracle_render(case.messages, dialect=dialect, tools=oracle_tools(case.tools, dialect),
+                      date=DATE, **case.flags)
+    exp = oracle_expect(case.messages, dialect=dialect, tools=case.tools, date=DATE, **case.flags)
+    assert exp.message_index == case.index, exp.error
+
+
+# Inputs that some dialects accept: apertus-fast must render them there (and the
+# template must agree), which keeps the dialect lists above honest.
+ACCEPTED = [pytest.param(c, d, id=f"{c.id}[{d}]") for c in CASES for d in ALL
+            if d not in c.dialects]
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(bool(ORACLE_MISSING), reason=ORACLE_MISSING or "")
+@pytest.mark.parametrize("case, dialect", ACCEPTED)
+def test_accepted_elsewhere(case, dialect):
+    expected = oracle_render(case.messages, dialect=dialect,
+                             tools=oracle_tools(case.tools, dialect), date=DATE, **case.flags)
+    assert _render(case, dialect) == expected
+
+
+# ---------------------------------------------------------------------------------------
+# deliberate divergence: OpenAI-shaped tool specs
+
+OPENAI_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+                                      "parameters": {"type": "object",
+                                                     "properties": {"city": {"type": "string"}},
+                                                     "required": ["city"]}}},
+    {"name": "flat", "description": "a flat one in the same list"},
+]
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(bool(ORACLE_MISSING), reason=ORACLE_MISSING or "")
+@pytest.mark.parametrize("dialect", ALL)
+def test_openai_tool_specs_are_unwrapped(dialect):
+    messages = [u()]
+    flat = [t.get("function", t) for t in OPENAI_TOOLS]
+    got = render(messages, dialect=dialect, tools=OPENAI_TOOLS, date=DATE)
+    assert got == oracle_render(messages, dialect=dialect, tools=flat, date=DATE)
+    if dialect == V15:
+        assert got == oracle_render(messages, dialect=dialect, tools=OPENAI_TOOLS, date=DATE)
+    else:  # the template itself fails on them: apertus-fast is deliberately lenient
+        with pytest.raises(OracleError):
+            oracle_render(messages, dialect=dialect, tools=OPENAI_TOOLS, date=DATE)
