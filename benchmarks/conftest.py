@@ -1,0 +1,57 @@
+"""Benchmark configuration: puts the repository root on ``sys.path`` (for
+``tests.oracle`` and ``benchmarks.corpus``) and records the machine and the
+apertus-fast backend in pytest-benchmark's ``machine_info``.
+
+Benchmarks are not part of the test run (``testpaths = ["tests"]``); run them with
+``PYTHONPATH=src python -m pytest benchmarks`` or ``python benchmarks/report.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parent.parent
+for p in (str(_REPO), str(_REPO / "benchmarks")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def apertus_fast_backend() -> str:
+    try:
+        import apertus_fast
+    except ImportError as exc:
+        return f"not importable ({exc})"
+    backend = getattr(apertus_fast, "BACKEND", None)
+    if backend is None:
+        return "unknown (no apertus_fast.BACKEND)"
+    detail = getattr(apertus_fast, "backends", None)
+    if callable(detail):
+        try:
+            return f"{backend} {detail()}"
+        except Exception:  # noqa: BLE001 - informational only
+            pass
+    return str(backend)
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    machine_info["cpu_model"] = cpu_model()
+    machine_info["cpu_count"] = os.cpu_count()
+    machine_info["apertus_fast_backend"] = apertus_fast_backend()
+
+
+def pytest_report_header(config):
+    return [f"cpu: {cpu_model()} x{os.cpu_count()}", f"apertus_fast backend: {apertus_fast_backend()}"]

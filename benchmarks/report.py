@@ -1,0 +1,326 @@
+"""Run the benchmarks and print a Markdown report of ratios measured in the same run.
+
+Usage (from the repository root)::
+
+    python benchmarks/report.py                   # run everything (2-3 min on 2 cores), print the report
+    python benchmarks/report.py --save run.json   # ... and keep pytest-benchmark's JSON
+    python benchmarks/report.py --json run.json   # report on a saved --benchmark-json file
+    python benchmarks/report.py -k render         # only some benchmarks (pytest -k)
+
+The report has one table per question: rendering (jinja2 / minijinja / apertus-fast,
+conversations/s and MB/s of rendered text, speed-ups), the drop-in formatter, the lexer
+against the ``count("<|")`` floor, and the parser against the reference package's regex
+approach; then the skipped benchmarks with their reasons and the machine. Rates use one
+statistic of the rounds of each benchmark (``--stat``, default ``min``: the best round,
+the least disturbed by other processes on a shared machine).
+
+When ``apertus_fast`` is not importable from the current interpreter, ``src/`` is put on
+``PYTHONPATH`` for the run (as ``PYTHONPATH=src python -m pytest benchmarks`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+#: Goals the project must prove (see docs/benchmarks.md).
+RENDER_GOAL, RENDER_FLOOR = 100.0, 50.0
+LEX_GOAL = 1.5
+PARSE_GOAL = 5.0
+
+PYTEST_OPTIONS = [
+    "--benchmark-min-rounds=5",
+    "--benchmark-max-time=2.0",
+    "--benchmark-warmup=on",
+    "--benchmark-warmup-iterations=1",
+    "--benchmark-disable-gc",
+    "--benchmark-sort=name",
+]
+
+
+# --------------------------------------------------------------------------- running
+
+def run_benchmarks(json_path: Path, extra: list[str]) -> tuple[int, list[str]]:
+    env = dict(os.environ)
+    try:
+        import apertus_fast  # noqa: F401
+    except ImportError:
+        src = str(REPO / "src")
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "pytest", str(HERE), "-q", "-rs", "-p", "no:cacheprovider",
+           f"--benchmark-json={json_path}", *PYTEST_OPTIONS, *extra]
+    print("running:", " ".join(["python", "-m", "pytest", "benchmarks", *cmd[5:]]), file=sys.stderr)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stderr.write(line)
+        lines.append(line.rstrip("\n"))
+    return proc.wait(), lines
+
+
+def skipped_reasons(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        m = re.match(r"SKIPPED \[\d+\] [^:]+:\d+: (.*)", line)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def failures(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+
+
+# --------------------------------------------------------------------------- formatting
+
+def _fmt_rate(x: float | None) -> str:
+    if x is None:
+        return "—"
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def _fmt_ratio(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:,.0f}x" if x >= 100 else f"{x:.1f}x" if x >= 10 else f"{x:.2f}x"
+
+
+def _verdict(ok: bool | None) -> str:
+    return "—" if ok is None else ("✅" if ok else "❌")
+
+
+class Results:
+    def __init__(self, data: dict, stat: str):
+        self.data = data
+        self.stat = stat
+        self.by = {}
+        for b in data.get("benchmarks", []):
+            info = b.get("extra_info", {})
+            key = (info.get("kind"), info.get("dialect"), info.get("engine"))
+            self.by[key] = b
+
+    def seconds(self, kind, dialect, engine):
+        b = self.by.get((kind, dialect, engine))
+        return None if b is None else b["stats"][self.stat]
+
+    def info(self, kind, dialect, engine):
+        b = self.by.get((kind, dialect, engine))
+        return None if b is None else b["extra_info"]
+
+    def rate(self, kind, dialect, engine, field):
+        s, info = self.seconds(kind, dialect, engine), self.info(kind, dialect, engine)
+        if s is None or not s:
+            return None
+        return info[field] / s
+
+    def dialects(self, kind):
+        seen = []
+        for (k, d, _e) in self.by:
+            if k == kind and d not in seen:
+                seen.append(d)
+        order = ["apertus-format-reference", "apertus-1", "apertus-1.5"]
+        return sorted(seen, key=lambda d: order.index(d) if d in order else 99)
+
+
+def render_table(r: Results) -> list[str]:
+    out = ["### Rendering", "",
+           "One round renders the whole corpus. conv/s = conversations per second; MB/s = "
+           "megabytes (10^6 bytes, UTF-8) of rendered text per second. Speed-ups are time ratios "
+           f"against jinja2 from the same run; goal ≥ {RENDER_GOAL:.0f}x, never below {RENDER_FLOOR:.0f}x.", "",
+           "The copy floor is not a renderer: it copies each rendered string once (a memcpy), so "
+           "jinja2 / floor (\"ceiling\") is the highest speed-up any renderer could show on this corpus.", "",
+           "| dialect | conversations | MB | jinja2 conv/s | jinja2 MB/s | minijinja conv/s | "
+           "apertus-fast conv/s | apertus-fast MB/s | apertus-fast vs jinja2 | goal | minijinja vs jinja2 | "
+           "copy floor conv/s | ceiling (jinja2 / floor) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|"]
+    for d in r.dialects("render"):
+        info = r.info("render", d, "jinja2") or r.info("render", d, "apertus-fast") or {}
+        j = r.seconds("render", d, "jinja2")
+        m = r.seconds("render", d, "minijinja")
+        a = r.seconds("render", d, "apertus-fast")
+        f = r.seconds("render", d, "floor copy")
+        sa = j / a if (j and a) else None
+        sm = j / m if (j and m) else None
+        ok = None if sa is None else (sa >= RENDER_GOAL)
+        verdict = _verdict(ok)
+        if sa is not None and RENDER_FLOOR <= sa < RENDER_GOAL:
+            verdict = "⚠️ (≥ 50x, < 100x)"
+        out.append(
+            f"| {d} | {info.get('conversations', '—')} | {info.get('bytes', 0) / 1e6:.1f} | "
+            f"{_fmt_rate(r.rate('render', d, 'jinja2', 'conversations'))} | "
+            f"{_fmt_rate(r.rate('render', d, 'jinja2', 'bytes') and r.rate('render', d, 'jinja2', 'bytes') / 1e6)} | "
+            f"{_fmt_rate(r.rate('render', d, 'minijinja', 'conversations'))} | "
+            f"{_fmt_rate(r.rate('render', d, 'apertus-fast', 'conversations'))} | "
+            f"{_fmt_rate(r.rate('render', d, 'apertus-fast', 'bytes') and r.rate('render', d, 'apertus-fast', 'bytes') / 1e6)} | "
+            f"{_fmt_ratio(sa)} | {verdict} | {_fmt_ratio(sm)} | "
+            f"{_fmt_rate(r.rate('render', d, 'floor copy', 'conversations'))} | {_fmt_ratio(j / f if (j and f) else None)} |")
+    return out
+
+
+def formatter_table(r: Results) -> list[str]:
+    d = "apertus-format-reference"
+    base = r.seconds("formatter", d, "reference approach")
+    fast = r.seconds("formatter", d, "apertus-fast ApertusFormatter")
+    if base is None and fast is None:
+        return []
+    info = r.info("formatter", d, "reference approach") or r.info("formatter", d, "apertus-fast ApertusFormatter")
+    out = ["### Drop-in formatter", "",
+           f"`ApertusFormatter(enable_thinking, tools).format_conversation(conversation)` per conversation "
+           f"({info['conversations']} conversations of the reference corpus), against the reference package's "
+           "approach (the constructor reads and compiles the template: `jinja2.Template(open(file).read())`, "
+           "then renders).", "",
+           "| engine | conv/s | speed-up |", "|---|---:|---:|"]
+    for engine, s in (("reference approach (compile per conversation)", base),
+                      ("apertus-fast `ApertusFormatter`", fast)):
+        rate = info["conversations"] / s if s else None
+        out.append(f"| {engine} | {_fmt_rate(rate)} | {_fmt_ratio(base / s) if (base and s) else '—'} |")
+    return out
+
+
+def lex_table(r: Results) -> list[str]:
+    out = ["### Lexer", "",
+           "Over the concatenated rendered corpus. Floor: `count(\"<|\")` on the same `str` / UTF-8 `bytes`. "
+           f"scan/floor = time ratio (goal ≤ {LEX_GOAL}x). `lex` builds `Event` objects (for information).", "",
+           "| dialect | input | MB | floor MB/s | scan MB/s | scan / floor | goal | lex (events) MB/s | lex / floor |",
+           "|---|---|---:|---:|---:|---:|:-:|---:|---:|"]
+    rows = 0
+    for d in r.dialects("lex"):
+        for kind, floor_name in (("str", "floor str.count"), ("bytes", "floor bytes.count")):
+            f = r.seconds("lex", d, floor_name)
+            s = r.seconds("lex", d, f"apertus-fast scan {kind}")
+            e = r.seconds("lex", d, f"apertus-fast lex {kind}")
+            info = r.info("lex", d, floor_name) or {}
+            mb = info.get("bytes", 0) / 1e6
+            ratio = s / f if (s and f) else None
+            out.append(
+                f"| {d} | {kind} | {mb:.1f} | {_fmt_rate(mb / f if f else None)} | {_fmt_rate(mb / s if s else None)} | "
+                f"{_fmt_ratio(ratio)} | {_verdict(None if ratio is None else ratio <= LEX_GOAL)} | "
+                f"{_fmt_rate(mb / e if e else None)} | {_fmt_ratio(e / f if (e and f) else None)} |")
+            rows += 1
+    return out if rows else []
+
+
+def parse_table(r: Results) -> list[str]:
+    out = ["### Parser", "",
+           "Conversation by conversation over the rendered corpus. Baseline: the reference package's "
+           "`parse_conversation` (three regexes, `.strip()`); apertus-fast: `parse(text, dialect=...).messages`. "
+           f"Goal ≥ {PARSE_GOAL:.0f}x.", "",
+           "| dialect | regex conv/s | regex MB/s | apertus-fast conv/s | apertus-fast MB/s | speed-up | goal |",
+           "|---|---:|---:|---:|---:|---:|:-:|"]
+    rows = 0
+    for d in r.dialects("parse"):
+        b = r.seconds("parse", d, "reference regex")
+        a = r.seconds("parse", d, "apertus-fast parse")
+        sp = b / a if (a and b) else None
+
+        def mbs(engine):
+            v = r.rate("parse", d, engine, "bytes")
+            return None if v is None else v / 1e6
+
+        out.append(
+            f"| {d} | {_fmt_rate(r.rate('parse', d, 'reference regex', 'conversations'))} | {_fmt_rate(mbs('reference regex'))} | "
+            f"{_fmt_rate(r.rate('parse', d, 'apertus-fast parse', 'conversations'))} | {_fmt_rate(mbs('apertus-fast parse'))} | "
+            f"{_fmt_ratio(sp)} | {_verdict(None if sp is None else sp >= PARSE_GOAL)} |")
+        rows += 1
+    return out if rows else []
+
+
+def machine_lines(data: dict, stat: str) -> list[str]:
+    mi = data.get("machine_info", {})
+    cpu = mi.get("cpu_model") or (mi.get("cpu") or {}).get("brand_raw") or mi.get("processor") or mi.get("machine")
+    cores = mi.get("cpu_count") or (mi.get("cpu") or {}).get("count")
+    versions = []
+    for mod in ("jinja2", "minijinja", "pytest_benchmark"):
+        try:
+            from importlib.metadata import version
+
+            versions.append(f"{mod.replace('_', '-')} {version(mod.replace('_', '-'))}")
+        except Exception:  # noqa: BLE001
+            pass
+    return ["### Machine", "",
+            f"- CPU: {cpu}, {cores} cores ({mi.get('system', platform.system())} {mi.get('release', '')})",
+            f"- Python: {mi.get('python_implementation', '')} {mi.get('python_version', platform.python_version())}",
+            f"- apertus_fast backend: {mi.get('apertus_fast_backend', 'unknown')}",
+            f"- {', '.join(versions)}",
+            f"- commit: {_commit(data)}",
+            f"- run: {data.get('datetime', '')[:19]}; statistic: `{stat}` of the rounds of each benchmark"]
+
+
+def _commit(data: dict) -> str:
+    ci = data.get("commit_info") or {}
+    if not ci.get("id"):
+        return "unknown"
+    return f"{ci['id'][:7]}{' (uncommitted changes)' if ci.get('dirty') else ''} ({ci.get('time', '')[:19]})"
+
+
+def report(data: dict, stat: str, skips: list[str], failed: list[str]) -> str:
+    r = Results(data, stat)
+    parts = []
+    for table in (render_table(r), formatter_table(r), lex_table(r), parse_table(r)):
+        if table:
+            parts.append("\n".join(table))
+    if skips:
+        parts.append("\n".join(["### Skipped", ""] + [f"- {s}" for s in skips]))
+    if failed:
+        parts.append("\n".join(["### Failed (not timed)", ""] + [f"- `{f}`" for f in failed]))
+    parts.append("\n".join(machine_lines(data, stat)))
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", type=Path, help="report on this saved --benchmark-json file instead of running")
+    ap.add_argument("--save", type=Path, help="keep the JSON of this run here")
+    ap.add_argument("--stat", default="min", choices=["min", "median", "mean"],
+                    help="statistic of the rounds used for rates and ratios (default: min)")
+    ap.add_argument("-k", dest="select", help="only benchmarks matching this pytest -k expression")
+    ap.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    args, passthrough = ap.parse_known_args(argv)
+
+    skips, failed = [], []
+    if args.json:
+        data = json.loads(args.json.read_text(encoding="utf-8"))
+        extra = data.get("apertus_report", {})
+        skips, failed = extra.get("skipped", []), extra.get("failed", [])
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = args.save or Path(tmp) / "bench.json"
+            extra_args = list(passthrough) + (["-k", args.select] if args.select else [])
+            started = _dt.datetime.now()
+            code, lines = run_benchmarks(path, extra_args)
+            if not path.exists():
+                print(f"pytest exited with {code} and wrote no benchmark JSON", file=sys.stderr)
+                return code or 1
+            data = json.loads(path.read_text(encoding="utf-8"))
+            skips, failed = skipped_reasons(lines), failures(lines)
+            data["apertus_report"] = {"skipped": skips, "failed": failed,
+                                      "wall_seconds": round((_dt.datetime.now() - started).total_seconds(), 1)}
+            if args.save:
+                path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+            print(f"benchmarks took {data['apertus_report']['wall_seconds']} s (exit code {code})", file=sys.stderr)
+    text = report(data, args.stat, skips, failed)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

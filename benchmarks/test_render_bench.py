@@ -1,0 +1,289 @@
+"""Rendering speed: apertus-fast against the official templates.
+
+For every dialect, one benchmark round renders the whole corpus (``corpus.py``):
+
+* ``jinja2`` (baseline): the official template compiled once in its real environment
+  (``tests.oracle.compiled``), rendered with the variables the real callers pass.
+* ``minijinja``: the same template in minijinja (Rust) with the same environment options;
+  timed only if it renders every conversation identically, otherwise skipped with the
+  reason (count and first difference).
+* ``apertus-fast``: ``apertus_fast.render``; gated on byte equality with jinja2 over the
+  whole corpus before timing.
+* ``floor copy`` (not a renderer): copying each rendered string once; jinja2 / floor is
+  the ceiling of any renderer's speed-up on this corpus.
+
+And, for the reference dialect, the drop-in formatter (group ``formatter``) on a subset:
+
+* ``reference approach`` (baseline): what the reference package does per conversation:
+  ``ApertusFormatter(...)`` reads and compiles the template in its constructor, then
+  renders (emulated as ``jinja2.Template(open(file).read()).render(...)``).
+* ``apertus-fast ApertusFormatter``: ``ApertusFormatter(...).format_conversation(conv)``
+  per conversation (constructor included).
+
+``extra_info`` of each benchmark: ``kind``, ``engine``, ``dialect``, ``conversations``,
+``bytes`` (UTF-8 bytes rendered per round); ``report.py`` turns them into rates.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from functools import lru_cache
+
+import pytest
+
+from tests.oracle import ORACLE_MISSING
+
+if ORACLE_MISSING:  # the corpus is validated with the official templates
+    pytest.skip(f"no corpus: {ORACLE_MISSING}", allow_module_level=True)
+
+from corpus import DATE, DIALECTS, corpus, rendered
+from tests.oracle import TEMPLATES, DIALECT_FILES, compiled, hf_tojson, template_source
+
+#: Conversations of the reference corpus used by the formatter benchmark (every k-th item).
+FORMATTER_N = 100
+#: Rounds of the formatter benchmark (the reference approach compiles the template per
+#: conversation: ~25 ms each, so a round takes seconds).
+FORMATTER_ROUNDS = 3
+
+
+def _raise_exception(message):
+    raise RuntimeError(message)
+
+
+def _fixed_strftime(fmt, _d=_dt.datetime.fromisoformat(DATE + "T12:00:00")):
+    return _d.strftime(fmt)
+
+
+def _template_variables(item: dict, dialect: str, strftime_now=_fixed_strftime) -> dict:
+    """The variables the dialect's real caller passes (as ``tests.oracle.oracle_render``)."""
+    v = dict(
+        bos_token="<s>",
+        messages=item["messages"],
+        tools=item["tools"],
+        enable_thinking=item["enable_thinking"],
+        add_generation_prompt=item["add_generation_prompt"],
+        raise_exception=_raise_exception,
+        strftime_now=strftime_now,
+    )
+    if dialect == "apertus-format-reference":
+        v["tojson"] = hf_tojson  # passed as a variable by the reference package (unused)
+        if v["tools"] is None:
+            v["tools"] = []
+    else:
+        v["continue_assistant_message"] = False
+    return v
+
+
+class Case:
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self.items = corpus(dialect)
+        self.texts = rendered(dialect)
+        self.n = len(self.items)
+        self.nbytes = sum(len(t.encode("utf-8")) for t in self.texts)
+        self.variables = [_template_variables(it, dialect) for it in self.items]
+        self.render_args = [
+            (it["messages"], dict(dialect=dialect, tools=it["tools"], enable_thinking=it["enable_thinking"],
+                                  add_generation_prompt=it["add_generation_prompt"], date=DATE))
+            for it in self.items
+        ]
+
+
+@lru_cache(maxsize=None)
+def case(dialect: str) -> Case:
+    return Case(dialect)
+
+
+def _first_difference(a: str, b: str) -> str:
+    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"at char {k}: expected {a[max(0, k - 40):k + 40]!r}, got {b[max(0, k - 40):k + 40]!r}"
+
+
+def _mismatches(expected, got):
+    assert len(expected) == len(got)
+    return [i for i, (a, b) in enumerate(zip(expected, got)) if a != b]
+
+
+def _setup(benchmark, c: Case, engine: str, kind: str = "render", n=None, nbytes=None):
+    benchmark.group = f"{kind} {c.dialect}"
+    benchmark.extra_info.update(kind=kind, engine=engine, dialect=c.dialect,
+                                conversations=c.n if n is None else n,
+                                bytes=c.nbytes if nbytes is None else nbytes)
+
+
+# --------------------------------------------------------------------------- render
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_jinja2(benchmark, dialect):
+    c = case(dialect)
+    _setup(benchmark, c, "jinja2")
+    tpl = compiled(dialect)
+    variables = c.variables
+
+    def run():
+        return [tpl.render(**v) for v in variables]
+
+    out = benchmark(run)
+    bad = _mismatches(c.texts, out)
+    assert not bad, f"jinja2 baseline differs from the oracle on {len(bad)} conversations"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_floor_copy(benchmark, dialect):
+    """Not a renderer: copies every rendered string once (``t[1:]``, a memcpy of the
+    PEP 393 buffer). No renderer can produce the output faster than this, so
+    jinja2 / floor is the highest speed-up attainable on this corpus."""
+    c = case(dialect)
+    _setup(benchmark, c, "floor copy")
+    texts = c.texts
+    benchmark(lambda: [t[1:] for t in texts])
+
+
+def _minijinja_env(dialect: str):
+    import minijinja
+
+    ref = dialect == "apertus-format-reference"
+    # The reference package renders with jinja2's defaults (no trim/lstrip; built-in
+    # tojson); Hugging Face adds trim_blocks/lstrip_blocks and its own tojson filter.
+    env = minijinja.Environment(trim_blocks=not ref, lstrip_blocks=not ref)
+    if not ref:
+        env.add_filter("tojson", hf_tojson)
+    env.add_template("chat", template_source(dialect))
+    return env
+
+
+def _minijinja_difference_hint(a: str, b: str) -> str:
+    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if a[k:k + 2] == ".0" and not b[k:k + 1].isdigit():
+        return "minijinja hands integral floats such as 30.0 to Python filters as ints"
+    if a[max(0, k - 300):k].rfind("default: {") >= 0:
+        return "minijinja's built-in tojson keeps key order; jinja2's sorts keys"
+    return "cause not classified"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_minijinja(benchmark, dialect):
+    try:
+        import minijinja  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"minijinja not installed ({exc}); pip install minijinja")
+    c = case(dialect)
+    try:
+        env = _minijinja_env(dialect)
+    except Exception as exc:  # noqa: BLE001 - template not supported
+        pytest.skip(f"minijinja cannot compile the {dialect} template: {exc}")
+    variables = c.variables
+
+    def run():
+        return [env.render_template("chat", **v) for v in variables]
+
+    t0 = time.perf_counter()
+    try:
+        out = run()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"minijinja fails to render the {dialect} corpus: {type(exc).__name__}: {exc}")
+    once = time.perf_counter() - t0
+    bad = _mismatches(c.texts, out)
+    if bad:
+        i = bad[0]
+        pytest.skip(
+            f"minijinja is not identical on {dialect}: {len(bad)}/{c.n} conversations differ "
+            f"({_minijinja_difference_hint(c.texts[i], out[i])}; first: #{i} "
+            f"{_first_difference(c.texts[i], out[i])}); not timed. "
+            f"One unverified pass: {once:.3f} s ({c.n / once:,.0f} conversations/s)"
+        )
+    _setup(benchmark, c, "minijinja")
+    benchmark(run)
+
+
+def _import_render():
+    try:
+        from apertus_fast._render import render
+    except ImportError as exc:
+        pytest.skip(f"apertus_fast._render is not importable: {exc}")
+    return render
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_apertus_fast(benchmark, dialect):
+    render = _import_render()
+    c = case(dialect)
+    args = c.render_args
+    # Correctness gate: byte equality with jinja2 on the whole corpus, before timing.
+    out = [render(m, **kw) for m, kw in args]
+    bad = _mismatches(c.texts, out)
+    assert not bad, (f"apertus-fast differs from jinja2 on {len(bad)}/{c.n} conversations of {dialect}; "
+                     f"first #{bad[0]} {_first_difference(c.texts[bad[0]], out[bad[0]])}")
+    _setup(benchmark, c, "apertus-fast")
+
+    def run():
+        return [render(m, **kw) for m, kw in args]
+
+    benchmark(run)
+
+
+# --------------------------------------------------------------------------- formatter
+
+REFERENCE = "apertus-format-reference"
+
+
+def _formatter_subset():
+    c = case(REFERENCE)
+    step = max(1, c.n // FORMATTER_N)
+    items = c.items[::step][:FORMATTER_N]
+    return c, items
+
+
+def _reference_approach(items):
+    path = TEMPLATES / DIALECT_FILES[REFERENCE]
+
+    def strftime_now(fmt):
+        return _dt.datetime.now().strftime(fmt)
+
+    variables = [_template_variables(it, REFERENCE, strftime_now) for it in items]
+
+    def run():
+        import jinja2
+
+        out = []
+        for v in variables:
+            # ApertusFormatter.__init__ of the reference package: read + compile.
+            with open(path, encoding="utf-8") as f:
+                template = jinja2.Template(f.read())
+            out.append(template.render(**v))
+        return out
+
+    return run
+
+
+def test_formatter_reference_approach(benchmark):
+    c, items = _formatter_subset()
+    run = _reference_approach(items)
+    _setup(benchmark, c, "reference approach", kind="formatter", n=len(items),
+           nbytes=sum(len(t.encode()) for t in run()))
+    benchmark.pedantic(run, rounds=FORMATTER_ROUNDS, iterations=1)
+
+
+def test_formatter_apertus_fast(benchmark):
+    try:
+        from apertus_fast._formatter import ApertusFormatter
+        from apertus_fast._models import Conversation
+    except ImportError as exc:
+        pytest.skip(f"apertus_fast.ApertusFormatter is not importable: {exc}")
+    c, items = _formatter_subset()
+    jobs = [(it["enable_thinking"], it["tools"], Conversation.from_dict({"messages": it["messages"]}),
+             it["add_generation_prompt"]) for it in items]
+
+    def run():
+        return [ApertusFormatter(enable_thinking=t, tools=tools).format_conversation(conv, add_generation_prompt=g)
+                for t, tools, conv, g in jobs]
+
+    expected = _reference_approach(items)()
+    out = run()
+    bad = _mismatches(expected, out)
+    assert not bad, (f"ApertusFormatter differs from the reference approach on {len(bad)}/{len(items)}; "
+                     f"first #{bad[0]} {_first_difference(expected[bad[0]], out[bad[0]])}")
+    _setup(benchmark, c, "apertus-fast ApertusFormatter", kind="formatter", n=len(items),
+           nbytes=sum(len(t.encode()) for t in out))
+    benchmark(run)
