@@ -1,0 +1,203 @@
+"""parse(): examples of every canonical choice, the result object, strict errors and
+lenient recovery. The laws over generated conversations are in test_laws.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from apertus_fast import ParseError, normalize, parse, render
+from apertus_fast._parse import split_tool_calls, split_tool_outputs
+
+DATE = "2026-01-01"
+
+
+def roundtrip(messages, dialect="apertus-1", **kw):
+    text = render(messages, dialect=dialect, date=DATE, **kw)
+    parsed = parse(text, dialect=dialect)
+    assert parsed.render() == text
+    return parsed
+
+
+def test_string_conversation_stays_string_with_legacy_calls_and_tool_messages():
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Bern?"},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"type": "function", "function": {"name": "weather", "arguments": '{"city": "Bern"}'}}]},
+        {"role": "tool", "content": '{"temp_c": 21}'},
+        {"role": "assistant", "content": "21 °C."},
+    ]
+    parsed = roundtrip(messages)
+    assert parsed.format == "string"
+    assert parsed.messages == messages
+
+
+def test_reasoning_makes_blocks_and_turns_merge():
+    messages = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": {"blocks": [
+            {"type": "thoughts", "text": "Add."},
+            {"type": "thoughts", "text": " Easy."},
+            {"type": "tool_calls", "calls": [{"name": "calc", "arguments": '{"e": "2+2"}'}]},
+        ]}},
+        {"role": "tool", "content": "4"},
+        {"role": "assistant", "content": {"blocks": [{"type": "response", "text": "4"}]}},
+    ]
+    parsed = roundtrip(messages, dialect="apertus-1.5")
+    assert parsed.format == "blocks"
+    assert parsed.messages == [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": {"blocks": [
+            {"type": "thoughts", "text": "Add. Easy."},
+            {"type": "tool_calls", "calls": [{"name": "calc", "arguments": '{"e": "2+2"}'}]},
+            {"type": "tool_outputs", "outputs": [{"output": "4"}]},
+            {"type": "response", "text": "4"},
+        ]}},
+    ]
+    assert normalize(messages, dialect="apertus-1.5") == parsed.messages
+
+
+def test_display_answers_closes_reasoning_itself():
+    blocks = [{"type": "thoughts", "text": "t"},
+              {"type": "tool_calls", "calls": [{"name": "display_answers", "arguments": "{}"}]}]
+    parsed = roundtrip([{"role": "user", "content": "q"},
+                        {"role": "assistant", "content": {"blocks": blocks}}])
+    assert parsed.messages[1]["content"]["blocks"] == blocks
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1"])
+def test_bracketed_outputs_split_json_aware(dialect):
+    calls = [{"name": "a", "arguments": "{}"}, {"name": "b", "arguments": "{}"}]
+    outputs = [{"output": '{"x": [1, 2], "s": "a, b]"}'}, {"output": "Sunny, 20 °C"}]
+    blocks = [{"type": "thoughts", "text": "t"}, {"type": "tool_calls", "calls": calls},
+              {"type": "tool_outputs", "outputs": outputs}, {"type": "response", "text": "[ok]"}]
+    parsed = roundtrip([{"role": "user", "content": "q"},
+                        {"role": "assistant", "content": {"blocks": blocks}}], dialect=dialect)
+    assert parsed.messages[1]["content"]["blocks"] == blocks
+
+
+def test_splitters():
+    assert split_tool_outputs('{"a": 1}, [2], plain, text') == ['{"a": 1}', "[2]", "plain, text"]
+    assert split_tool_outputs("") == [""]
+    assert split_tool_calls('[{"f": {"a": "}, {\\"x"}}, {"g": not json}]') == [
+        ("f", '{"a": "}, {\\"x"}'), ("g", "not json")]
+    assert split_tool_calls("[]") == []
+    assert split_tool_calls("nope") is None
+
+
+def test_default_system_prompt_and_date_and_flags():
+    text = render([{"role": "user", "content": "hi"}], dialect="apertus-1", date="2025-03-04",
+                  enable_thinking=True, add_generation_prompt=True, bos_token="")
+    parsed = parse(text, dialect="apertus-1")
+    assert parsed.messages == [{"role": "user", "content": "hi"}]
+    assert (parsed.date, parsed.enable_thinking, parsed.add_generation_prompt,
+            parsed.bos_token) == ("2025-03-04", True, True, "")
+    assert parsed.render() == text
+
+
+def test_tools_text_and_names_and_to_dict():
+    tools = [{"name": "get_weather", "description": "d",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+             {"type": "function", "function": {"name": "now", "description": "t"}}]
+    text = render([{"role": "user", "content": "x"}], dialect="apertus-1.5", tools=tools)
+    parsed = parse(text, dialect="apertus-1.5")
+    assert parsed.tool_names == ["get_weather", "now"]
+    assert parsed.tools_text.startswith("// d\ntype get_weather = (_: {")
+    d = parsed.to_dict()
+    assert d["tool_names"] == ["get_weather", "now"] and d["dialect"] == "apertus-1.5"
+    assert render(d["messages"], dialect="apertus-1.5", tools_text=d["tools_text"]) == text
+
+
+def test_multimodal_parts_and_bytes_input():
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Look: "},
+                                             {"type": "image_url"}, {"type": "input_audio"}]}]
+    text = render(messages, dialect="apertus-1.5")
+    parsed = parse(text.encode("utf-8"), dialect="apertus-1.5")
+    assert parsed.messages == [{"role": "user", "content": {"parts": [
+        {"type": "text", "text": "Look: "}, {"type": "image"}, {"type": "audio"}]}}]
+    assert parsed.render() == text
+
+
+def test_format_override():
+    text = render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+                  dialect="apertus-1")
+    blocks = parse(text, dialect="apertus-1", format="blocks")
+    assert blocks.messages[1] == {"role": "assistant",
+                                  "content": {"blocks": [{"type": "response", "text": "a"}]}}
+    assert blocks.render() == text
+    reasoning = render([{"role": "assistant", "content": {"blocks": [
+        {"type": "thoughts", "text": "t"}]}}], dialect="apertus-1")
+    with pytest.raises(ValueError):
+        parse(reasoning, dialect="apertus-1", format="string")
+
+
+def test_strict_error_says_where_and_what():
+    good = render([{"role": "user", "content": "a\nb"}], dialect="apertus-1", date=DATE)
+    bad = good.replace("<|user_end|>", "<|user_end|>junk")
+    with pytest.raises(ParseError) as info:
+        parse(bad, dialect="apertus-1")
+    err = info.value
+    assert err.offset == bad.index("junk")
+    assert err.line == bad[:err.offset].count("\n") + 1
+    assert err.column == err.offset - bad.rindex("\n", 0, err.offset)
+    assert "<|user_start|>" in err.expected and "junk" in err.found
+    assert "junk" in err.excerpt
+    assert isinstance(err, ValueError)
+
+
+def test_strict_rejects_text_no_conversation_renders_to():
+    good = render([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+                  dialect="apertus-1", date=DATE)
+    # apertus-1 closes the last turn: an extra close is not renderer output
+    with pytest.raises(ParseError):
+        parse(good + "<|assistant_end|>", dialect="apertus-1")
+    with pytest.raises(ParseError):
+        parse(good.replace("Deliberation: disabled", "Deliberation: maybe"), dialect="apertus-1")
+
+
+def test_invalid_utf8_and_wrong_types():
+    with pytest.raises(ParseError) as info:
+        parse(b"<s><|system_start|>\xff", dialect="apertus-1")
+    assert info.value.offset == 19
+    with pytest.raises(TypeError):
+        parse(123)
+
+
+@pytest.mark.parametrize("dialect", ["apertus-1", "apertus-1.5"])
+def test_lenient_recovers_truncated_model_output(dialect):
+    prompt = render([{"role": "user", "content": "Weather?"}], dialect=dialect,
+                    add_generation_prompt=True, enable_thinking=True)
+    completion = ('<|inner_prefix|>Need the tool.<|inner_suffix|>'
+                  '<|tools_prefix|>[{"weather": {"city": "Bern"}}, {"news": {"topic": "Sw')
+    with pytest.raises(ParseError):
+        parse(prompt + completion, dialect=dialect)
+    out = parse(prompt + completion, dialect=dialect, strict=False)
+    blocks = out.messages[-1]["content"]["blocks"]
+    assert blocks[0] == {"type": "thoughts", "text": "Need the tool."}
+    assert blocks[-1] == {"type": "tool_calls", "calls": [
+        {"name": "weather", "arguments": '{"city": "Bern"}'},
+        {"name": "news", "arguments": '{"topic": "Sw'}]}
+    assert any("tools_suffix" in w for w in out.warnings)
+
+
+def test_lenient_bare_completion_and_think_tags():
+    out = parse("<think>hmm</think>Hello!", dialect="apertus-1.5", strict=False)
+    assert out.messages == [{"role": "assistant", "content": {"blocks": [
+        {"type": "thoughts", "text": "hmm"}, {"type": "response", "text": "Hello!"}]}}]
+    assert out.warnings
+    # strict mode reads <think> as text: content containing it round-trips
+    messages = [{"role": "user", "content": "what is <think>?"}]
+    assert roundtrip(messages, dialect="apertus-1.5").messages == messages
+
+
+def test_lenient_never_raises_on_garbage():
+    for junk in ["", "<|", "<|user_start|>", "<|assistant_end|><|inner_suffix|>x",
+                 "<s><|system_start|>", "]]]<|tools_prefix|>[{", "<|tool_output_start|>a, b"]:
+        for dialect in ["apertus-format-reference", "apertus-1", "apertus-1.5"]:
+            parse(junk, dialect=dialect, strict=False)
+
+
+def test_unclosed_reasoning_is_not_an_error():
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": {"blocks": [{"type": "thoughts", "text": "..."}]}}]
+    assert roundtrip(messages, continue_assistant_message=True).messages == messages
