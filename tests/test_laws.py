@@ -103,17 +103,17 @@ def test_laws(dialect, data):
                  continue_assistant_message=kwargs["continue_assistant_message"])
     canon = normalize(kwargs["messages"], dialect=dialect, **flags)
     assert parsed.messages == canon
-    # canonical forms are fixed points
-    assert normalize(canon, dialect=dialect, **flags) == canon
-    assert parse(render(canon, dialect=dialect, **flags), dialect=dialect).messages == canon
-    plain = dict(kwargs, messages=canon)
-    if parsed.add_generation_prompt and not kwargs["add_generation_prompt"]:
-        # the one gap: a trailing empty assistant turn left open *is* the generation
-        # prompt (docs/format.md); it moves from the messages to the flag
-        plain["add_generation_prompt"] = True
-    if parsed.continue_assistant_message and not kwargs["continue_assistant_message"]:
-        plain["continue_assistant_message"] = True
-    assert render(dialect=dialect, **plain) == s
+    # At the end of a conversation an empty assistant turn, the generation prompt and
+    # an open last turn can spell the same text, so the turn-ending flags parse reports
+    # may differ from the ones rendered with (docs/format.md, 12): canonical forms are
+    # fixed points, and render like c, under the flags parse reports.
+    pflags = dict(add_generation_prompt=parsed.add_generation_prompt,
+                  continue_assistant_message=parsed.continue_assistant_message)
+    assert normalize(canon, dialect=dialect, **pflags) == canon
+    assert parse(render(canon, dialect=dialect, **pflags), dialect=dialect).messages == canon
+    assert render(dialect=dialect, **dict(kwargs, messages=canon, **pflags)) == s
+    if pflags == flags:
+        assert normalize(canon, dialect=dialect, **flags) == canon
 
 
 STRICT_SETTINGS = settings(max_examples=max(100, EXAMPLES // 5), deadline=None,
