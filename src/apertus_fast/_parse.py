@@ -374,7 +374,6 @@ class _Builder:
         return result
 
     def header(self, result):
-        d = self.d
         n = self.n
         # BOS: "<s>" at offset 0, or any text before <|system_start|> (custom bos_token)
         if self.i < n and self.kind(self.i) == _K_BOS:
@@ -442,7 +441,6 @@ class _Builder:
     # -- turns --------------------------------------------------------------
     def turns(self, result):
         n = self.n
-        d = self.d
         if self.no_header and self.i < n and \
                 self.kind(self.i) not in (_K_USER_START, _K_ASSISTANT_START):
             # lenient: a bare completion is the body of an open assistant turn

@@ -29,7 +29,7 @@ from marshal import dumps as _marshal_dumps
 import time as _time
 from collections.abc import Mapping as _Mapping
 
-from ._dialects import DEFAULT_DIALECT, DIALECTS, TOKEN_TEXT, Dialect, Kind, get_dialect
+from ._dialects import DEFAULT_DIALECT, DIALECTS, TOKEN_TEXT, Kind, get_dialect
 from ._errors import RenderError
 
 __all__ = ["render", "render_tools", "render_date", "UNDEFINED"]

@@ -307,7 +307,6 @@ def _fixed_date(args) -> str:
 
 def _cmd_render(args) -> int:
     render_fn = render  # looked up per run (tests monkeypatch it)
-    loads = json.loads
     # == json.dumps(text, ensure_ascii=False) / json.dumps(text) for a str, without the
     # cost of building a JSONEncoder per call (json.dumps does that for non-default args)
     quote = _json_encoder.encode_basestring
@@ -316,25 +315,16 @@ def _cmd_render(args) -> int:
                                 args.thinking, args.generation_prompt)
     text_mode = args.text
     t0 = time.perf_counter()
-    rendered = blank = nbytes = 0
+    rendered = 0
+    counts = _Counts()
 
     with _io.open_input(args.input) as inp, _io.atomic_output(args.output) as out:
         write = out.write
         progress = _make_progress(args, inp)
         report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
         try:
-            for lineno, line in enumerate(inp, 1):
-                nbytes += len(line)
-                if progress is not None:
-                    progress.update(lineno)
-                if line.isspace():
-                    blank += 1
-                    continue
-                try:
-                    obj = loads(line)
-                except (ValueError, RecursionError) as exc:
-                    report.error(lineno, _io.json_error_reason(exc))
-                    continue
+            for lineno, obj in _decoded_lines(_iter_jsonl((), inp, None), progress,
+                                              report, counts):
                 try:
                     messages, kw = conversation(obj)
                     text = render_fn(messages, **kw)
@@ -356,8 +346,9 @@ def _cmd_render(args) -> int:
             if progress is not None:
                 progress.close()
 
-    _summary(args, f"rendered {rendered:,}, failed {report.failed:,}, skipped blank {blank:,} "
-                   f"{_rate(rendered + report.failed, nbytes, time.perf_counter() - t0)}"
+    _summary(args, f"rendered {rendered:,}, failed {report.failed:,}, "
+                   f"skipped blank {counts.blank:,} "
+                   f"{_rate(rendered + report.failed, counts.nbytes, time.perf_counter() - t0)}"
                    f"{report.hidden_note()}")
     return 1 if report.failed and not args.skip_errors else 0
 
@@ -434,13 +425,44 @@ def _iter_jsonl(head, rest, first_value, lineno_start=1):
         yield lineno, line, _NOT_JSON
 
 
+class _Counts:
+    """What _decoded_lines saw: input bytes, blank lines, non-blank lines."""
+
+    __slots__ = ("nbytes", "blank", "lines")
+
+    def __init__(self):
+        self.nbytes = self.blank = self.lines = 0
+
+
+def _decoded_lines(numbered, progress, report, counts):
+    """(lineno, JSON value) for each non-blank line of ``numbered`` (as _iter_jsonl
+    yields them): counts bytes and blank lines, advances the progress bar, and reports
+    the lines that are not JSON."""
+    loads = json.loads
+    for lineno, line, value in numbered:
+        counts.nbytes += len(line)
+        if progress is not None:
+            progress.update(lineno)
+        if line.isspace():
+            counts.blank += 1
+            continue
+        counts.lines += 1
+        if value is _NOT_JSON:
+            try:
+                value = loads(line)
+            except (ValueError, RecursionError) as exc:
+                report.error(lineno, _io.json_error_reason(exc))
+                continue
+        yield lineno, value
+
+
 def _cmd_parse(args) -> int:
     parse_fn = _load_parse()
     strict = not args.lenient
     dialect = _dialect(args)
-    loads = json.loads
     t0 = time.perf_counter()
-    parsed = blank = nbytes = 0
+    parsed = 0
+    counts = _Counts()
 
     with _io.open_input(args.input) as inp:
         fmt, head, rest, first_value = _detect_format(inp, args.format)
@@ -451,7 +473,7 @@ def _cmd_parse(args) -> int:
             try:
                 if fmt == "raw":
                     data = _read_raw(head, rest)
-                    nbytes = len(data)
+                    counts.nbytes = len(data)
                     try:
                         result = parse_fn(_decode_raw(data), dialect=dialect, strict=strict)
                     except ParseError as exc:
@@ -462,19 +484,8 @@ def _cmd_parse(args) -> int:
                         write(_io.json_line(result.to_dict()))
                         parsed += 1
                 else:
-                    for lineno, line, value in _iter_jsonl(head, rest, first_value):
-                        nbytes += len(line)
-                        if progress is not None:
-                            progress.update(lineno)
-                        if line.isspace():
-                            blank += 1
-                            continue
-                        if value is _NOT_JSON:
-                            try:
-                                value = loads(line)
-                            except (ValueError, RecursionError) as exc:
-                                report.error(lineno, _io.json_error_reason(exc))
-                                continue
+                    for lineno, value in _decoded_lines(
+                            _iter_jsonl(head, rest, first_value), progress, report, counts):
                         try:
                             result = parse_fn(_text_of(value), dialect=dialect, strict=strict)
                         except ParseError as exc:
@@ -492,8 +503,9 @@ def _cmd_parse(args) -> int:
                     progress.close()
 
     recovered = f" ({report.warnings:,} warnings)" if report.warnings else ""
-    _summary(args, f"parsed {parsed:,}{recovered}, failed {report.failed:,}, skipped blank {blank:,} "
-                   f"{_rate(parsed + report.failed, nbytes, time.perf_counter() - t0)}"
+    _summary(args, f"parsed {parsed:,}{recovered}, failed {report.failed:,}, "
+                   f"skipped blank {counts.blank:,} "
+                   f"{_rate(parsed + report.failed, counts.nbytes, time.perf_counter() - t0)}"
                    f"{report.hidden_note()}")
     return 1 if report.failed and not args.skip_errors else 0
 
@@ -502,11 +514,10 @@ def _cmd_validate(args) -> int:
     strict = not args.lenient
     dialect = _dialect(args)
     conversation = _LineOptions(dialect, args.dialect is not None, _fixed_date(args))
-    loads = json.loads
     render_fn = render
     parse_fn = None
     t0 = time.perf_counter()
-    checked = blank = nbytes = 0
+    counts = _Counts()
 
     def check_text(text: str, lineno: int, line_offset: int = 0) -> None:
         nonlocal parse_fn
@@ -527,8 +538,8 @@ def _cmd_validate(args) -> int:
         try:
             if fmt == "raw":
                 data = _read_raw(head, rest)
-                nbytes = len(data)
-                checked = 1
+                counts.nbytes = len(data)
+                counts.lines = 1
                 try:
                     text = _decode_raw(data)
                 except ParseError as exc:
@@ -543,20 +554,8 @@ def _cmd_validate(args) -> int:
                         for w in result.warnings:
                             report.warning(1, w)
             else:
-                for lineno, line, value in _iter_jsonl(head, rest, first_value):
-                    nbytes += len(line)
-                    if progress is not None:
-                        progress.update(lineno)
-                    if line.isspace():
-                        blank += 1
-                        continue
-                    checked += 1
-                    if value is _NOT_JSON:
-                        try:
-                            value = loads(line)
-                        except (ValueError, RecursionError) as exc:
-                            report.error(lineno, _io.json_error_reason(exc))
-                            continue
+                for lineno, value in _decoded_lines(_iter_jsonl(head, rest, first_value),
+                                                    progress, report, counts):
                     try:
                         if type(value) is list or (type(value) is dict and "messages" in value):
                             messages, kw = conversation(value)
@@ -573,9 +572,11 @@ def _cmd_validate(args) -> int:
                 progress.close()
     sys.stdout.flush()
     warned = f", {report.warnings:,} warnings" if report.warnings else ""
+    checked = counts.lines
     _summary(args, f"checked {checked:,}, ok {checked - report.failed:,}, failed {report.failed:,}"
-                   f"{warned}, skipped blank {blank:,} "
-                   f"{_rate(checked, nbytes, time.perf_counter() - t0)}{report.hidden_note()}")
+                   f"{warned}, skipped blank {counts.blank:,} "
+                   f"{_rate(checked, counts.nbytes, time.perf_counter() - t0)}"
+                   f"{report.hidden_note()}")
     return 1 if report.failed else 0
 
 
