@@ -15,6 +15,7 @@ from setuptools import setup
 CYTHON_MODULES = [
     ("apertus_fast._lexer", "src/apertus_fast/_lexer.pyx"),
     ("apertus_fast._render", "src/apertus_fast/_render.py"),
+    ("apertus_fast._render_fast", "src/apertus_fast/_render_fast.pyx"),
     ("apertus_fast._parse", "src/apertus_fast/_parse.py"),
 ]
 

@@ -62,7 +62,9 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["BACKEND", "backends", "__version__"]
 
 #: Modules that are compiled by Cython when the package is built with a compiler.
-_NATIVE_MODULES = ("_lexer", "_render", "_parse")
+#: ``_render_fast`` (the renderer's hot path) exists only compiled: without it, the
+#: general renderer in ``_render`` renders everything.
+_NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse")
 
 
 def backends() -> dict[str, str]:
@@ -75,8 +77,8 @@ def backends() -> dict[str, str]:
         # the spec says which file an import would load, without importing it
         spec = importlib.util.find_spec(f"{__name__}.{name}")
         origin = (spec.origin or "") if spec is not None else ""
-        if name == "_lexer" and not origin:
-            result[name] = "python"  # the twin _lexer_py runs instead
+        if name in ("_lexer", "_render_fast") and not origin:
+            result[name] = "python"  # the twin _lexer_py / the general renderer runs instead
         else:
             result[name] = "python" if origin.endswith(".py") else "cython"
     return result

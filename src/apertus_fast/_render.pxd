@@ -14,7 +14,7 @@ cdef str s(object x)
 cdef list seq(object x)
 cdef bint is_mapping(object x) except -1
 cdef bint is_iterable(object x) except -1
-cdef str tojson(object x, bint jinja_builtin)
+cpdef str tojson(object x, bint jinja_builtin)
 cdef bint not_in(object name, object container) except -1
 
 cdef str ts_type(object spec, bint trim, bint jinja_json)
@@ -28,7 +28,7 @@ cdef object _unwrap_tool(object tool, bint native)
 @cython.locals(last_tool=Py_ssize_t, ti=Py_ssize_t, out=list, tool_list=list, mode=int)
 cdef str _render_tools(object tools, bint trim, bint jinja_json, bint native)
 @cython.locals(last=Py_ssize_t, i=Py_ssize_t, out=list, entries=list)
-cdef str _render_tool(object tool, bint trim, bint jinja_json, bint native)
+cpdef str _render_tool(object tool, bint trim, bint jinja_json, bint native)
 
 cpdef str render_date(object date=*)
 cdef tuple _system_prompt(object messages, object d, object date)

@@ -573,6 +573,18 @@ def render(
     Raises :class:`RenderError` (with ``message_index``) wherever the template raises
     or fails.
     """
+    if _FAST is not None:
+        out = _FAST(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                    continue_assistant_message, date, bos_token, tools_text)
+        if out is not None:
+            return out
+    return _render_general(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                           continue_assistant_message, date, bos_token, tools_text)
+
+
+def _render_general(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                    continue_assistant_message, date, bos_token, tools_text):
+    """``render`` on the general path: every input, every Jinja value rule, every error."""
     d = DIALECTS.get(dialect) if type(dialect) is str else None
     if d is None:
         d = get_dialect(dialect)
@@ -815,3 +827,14 @@ def _legacy_calls(calls, openai_shapes):
             fn = attr(call, "function")
             parts.append('{"' + s(attr(fn, "name")) + '": ' + s(attr(fn, "arguments")) + "}")
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
+
+
+# The compiled hot path (``_render_fast.pyx``) renders the usual conversation and hands
+# anything else back to ``_render_general``; without a compiler there is none.
+try:
+    from . import _render_fast
+except ImportError:
+    _FAST = None
+else:
+    _render_fast.configure(_render_tool, tojson, render_date, DIALECTS)
+    _FAST = _render_fast.render

@@ -1,0 +1,1009 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The hot path of ``render``: hand-written Cython for well-typed conversations.
+
+``_render.py`` is the renderer (plain Python, and what runs without a compiler); this
+module renders the common case of it far faster: a list of plain ``dict`` messages whose
+values are ``str`` / ``dict`` / ``list`` where the template expects them. It walks the
+messages once, reading each message's and block's fields in one pass over its entries
+(borrowed references, no hash lookups), records the output as borrowed pointers to the
+strings it is made of (the input's own strings and the module's token constants;
+nothing is concatenated on the way) and copies them once into a string of precomputed
+length and width (widening with vectorised loops).
+
+Whenever it meets anything else (another type, a value the template would print with
+``str()``, a missing value, anything the template would reject) it returns ``None``,
+and ``_render.render`` renders the conversation from scratch on the general path, which
+owns every error message and every Jinja value rule. So this path never has to be right
+about an unusual input: it only has to recognise the usual one, and on it produce the
+same bytes (``tests/test_render_fast.py`` compares the two paths; the oracle tests run
+through this one).
+
+Tool signatures are cached per tool: the key is the tool's name, and a hit is confirmed
+by a type-exact deep comparison with a private copy of the tool it was rendered from
+(laid out flat, as a "tape"), so a cached text is only reused for a tool that renders
+identically: same types (1, 1.0 and True differ), same key order, floats bit for bit.
+
+Measured with ``python benchmarks/report.py`` and ``benchmarks/breakdown.py``; see
+``docs/benchmarks.md`` for what was tried and did not help (prefetching).
+"""
+
+from cpython.ref cimport PyObject
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy, memcmp
+
+cdef extern from *:
+    """
+    #include <string.h>
+    #if PY_VERSION_HEX < 0x030C0000
+    #define AF_STR_OK(o) (PyUnicode_CheckExact(o) && PyUnicode_IS_READY(o))
+    #else
+    #define AF_STR_OK(o) PyUnicode_CheckExact(o)
+    #endif
+    static CYTHON_INLINE int af_is_str(PyObject *o) { return AF_STR_OK(o); }
+    static CYTHON_INLINE int af_is_dict(PyObject *o) { return PyDict_CheckExact(o); }
+    static CYTHON_INLINE int af_is_list(PyObject *o) { return PyList_CheckExact(o); }
+    static CYTHON_INLINE int af_is_int(PyObject *o) { return PyLong_CheckExact(o); }
+    static CYTHON_INLINE int af_is_float(PyObject *o) { return PyFloat_CheckExact(o); }
+    static CYTHON_INLINE Py_ssize_t af_len(PyObject *s) { return PyUnicode_GET_LENGTH(s); }
+    /* s is an exact, ready str: is it the ASCII literal lit (n bytes)? */
+    static CYTHON_INLINE int af_eq(PyObject *s, const char *lit, Py_ssize_t n) {
+        return PyUnicode_GET_LENGTH(s) == n && PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND
+            && memcmp(PyUnicode_DATA(s), lit, (size_t)n) == 0;
+    }
+    /* a and b exact, ready str: equal contents? (canonical representation: equal
+       strings have equal kinds) */
+    static CYTHON_INLINE int af_str_same(PyObject *a, PyObject *b) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+        int k = PyUnicode_KIND(a);
+        size_t i, m;
+        const unsigned char *x, *y;
+        if (a == b) return 1;
+        if (n != PyUnicode_GET_LENGTH(b) || k != PyUnicode_KIND(b)) return 0;
+        m = (size_t)n * (size_t)k;
+        x = (const unsigned char *)PyUnicode_DATA(a);
+        y = (const unsigned char *)PyUnicode_DATA(b);
+        if (m > 32) return memcmp(x, y, m) == 0;
+        for (i = 0; i < m; i++) if (x[i] != y[i]) return 0;   /* short: no call */
+        return 1;
+    }
+    static CYTHON_INLINE int af_float_is(PyObject *a, double y) {
+        double x = PyFloat_AS_DOUBLE(a);
+        return memcmp(&x, &y, sizeof(double)) == 0;
+    }
+    static CYTHON_INLINE double af_float_value(PyObject *a) { return PyFloat_AS_DOUBLE(a); }
+    static CYTHON_INLINE Py_UCS4 af_maxchar(PyObject *s) { return PyUnicode_MAX_CHAR_VALUE(s); }
+    static CYTHON_INLINE int af_kind(PyObject *s) { return PyUnicode_KIND(s); }
+    static CYTHON_INLINE void *af_data(PyObject *s) { return PyUnicode_DATA(s); }
+    static CYTHON_INLINE Py_ssize_t af_dict_len(PyObject *d) { return PyDict_GET_SIZE(d); }
+    static CYTHON_INLINE Py_ssize_t af_list_len(PyObject *l) { return PyList_GET_SIZE(l); }
+    static CYTHON_INLINE PyObject *af_list_item(PyObject *l, Py_ssize_t i) { return PyList_GET_ITEM(l, i); }
+    /* The fields the walk reads of a message / block dict, in one pass over its entries
+       instead of a hash lookup per field (most lookups would compare the key strings
+       anyway: keys decoded from JSON are not the interned constants). Returns -1 if a
+       key is not an exact str (the caller bails: a str subclass could equal a field). */
+    static CYTHON_INLINE int af_is_key(PyObject *k, Py_ssize_t n, const char *lit) {
+        return memcmp(PyUnicode_DATA(k), lit, (size_t)n) == 0;
+    }
+    static int af_message_fields(PyObject *m, PyObject **role, PyObject **content,
+                                 PyObject **tool_calls) {
+        Py_ssize_t pos = 0, n;
+        PyObject *k, *v;
+        *role = *content = *tool_calls = NULL;
+        while (PyDict_Next(m, &pos, &k, &v)) {
+            if (!AF_STR_OK(k)) return -1;
+            if (PyUnicode_KIND(k) != PyUnicode_1BYTE_KIND) continue;
+            n = PyUnicode_GET_LENGTH(k);
+            if (n == 4) { if (af_is_key(k, 4, "role")) *role = v; }
+            else if (n == 7) { if (af_is_key(k, 7, "content")) *content = v; }
+            else if (n == 10) { if (af_is_key(k, 10, "tool_calls")) *tool_calls = v; }
+        }
+        return 0;
+    }
+    static int af_block_fields(PyObject *b, PyObject **type, PyObject **text,
+                               PyObject **calls, PyObject **outputs) {
+        Py_ssize_t pos = 0, n;
+        PyObject *k, *v;
+        *type = *text = *calls = *outputs = NULL;
+        while (PyDict_Next(b, &pos, &k, &v)) {
+            if (!AF_STR_OK(k)) return -1;
+            if (PyUnicode_KIND(k) != PyUnicode_1BYTE_KIND) continue;
+            n = PyUnicode_GET_LENGTH(k);
+            if (n == 4) {
+                if (af_is_key(k, 4, "type")) *type = v;
+                else if (af_is_key(k, 4, "text")) *text = v;
+            }
+            else if (n == 5) { if (af_is_key(k, 5, "calls")) *calls = v; }
+            else if (n == 7) { if (af_is_key(k, 7, "outputs")) *outputs = v; }
+        }
+        return 0;
+    }
+    /* Widening copies (a narrower piece into a wider result): plain loops that the
+       compiler vectorises; CPython's own converter goes a character at a time. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && __GNUC__ >= 6
+    /* AVX2 when the CPU has it (chosen once at load time), SSE2 otherwise */
+    #define AF_WIDEN_ATTR __attribute__((target_clones("avx2", "default")))
+    #else
+    #define AF_WIDEN_ATTR
+    #endif
+    AF_WIDEN_ATTR static void af_widen_12(const Py_UCS1 *__restrict s, Py_UCS2 *__restrict d, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
+    }
+    AF_WIDEN_ATTR static void af_widen_14(const Py_UCS1 *__restrict s, Py_UCS4 *__restrict d, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
+    }
+    AF_WIDEN_ATTR static void af_widen_24(const Py_UCS2 *__restrict s, Py_UCS4 *__restrict d, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
+    }
+    /* Copy the exact, ready str s (of a kind no wider than the result's) into the
+       result's data at character position pos. */
+    static CYTHON_INLINE void af_copy_into(void *dst, int kind, Py_ssize_t pos, PyObject *s) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+        int sk = PyUnicode_KIND(s);
+        const void *src = PyUnicode_DATA(s);
+        if (sk == kind) memcpy((char *)dst + pos * kind, src, (size_t)n * (size_t)kind);
+        else if (kind == 2) af_widen_12((const Py_UCS1 *)src, (Py_UCS2 *)dst + pos, n);
+        else if (sk == 1) af_widen_14((const Py_UCS1 *)src, (Py_UCS4 *)dst + pos, n);
+        else af_widen_24((const Py_UCS2 *)src, (Py_UCS4 *)dst + pos, n);
+    }
+    """
+    void af_copy_into(void* dst, int kind, Py_ssize_t pos, PyObject* s)
+    int af_message_fields(PyObject* m, PyObject** role, PyObject** content, PyObject** tool_calls)
+    int af_block_fields(PyObject* b, PyObject** type, PyObject** text, PyObject** calls,
+                        PyObject** outputs)
+    bint af_is_str(PyObject* o)
+    bint af_is_dict(PyObject* o)
+    bint af_is_list(PyObject* o)
+    bint af_is_int(PyObject* o)
+    bint af_is_float(PyObject* o)
+    Py_ssize_t af_len(PyObject* s)
+    bint af_eq(PyObject* s, const char* lit, Py_ssize_t n)
+    bint af_str_same(PyObject* a, PyObject* b)
+    bint af_float_is(PyObject* a, double y)
+    double af_float_value(PyObject* a)
+    Py_UCS4 af_maxchar(PyObject* s)
+    int af_kind(PyObject* s)
+    void* af_data(PyObject* s)
+    Py_ssize_t af_dict_len(PyObject* d)
+    Py_ssize_t af_list_len(PyObject* l)
+    PyObject* af_list_item(PyObject* l, Py_ssize_t i)
+
+cdef extern from "Python.h":
+    # borrowed reference, NULL when missing; on an exact dict with a str key it cannot
+    # fail (PyDict_GetItem would also save and restore the error state on every call)
+    PyObject* PyDict_GetItemWithError(PyObject* d, PyObject* key)
+    bint PyDict_Next(PyObject* d, Py_ssize_t* pos, PyObject** key, PyObject** value)
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    PyObject* Py_None
+    PyObject* Py_True
+    PyObject* Py_False
+
+# ---------------------------------------------------------------------------
+# Constants (module-level objects: their pointers stay valid)
+# ---------------------------------------------------------------------------
+
+cdef str K_ROLE = "role"
+cdef str K_CONTENT = "content"
+cdef str K_TEXT = "text"
+cdef str K_PARTS = "parts"
+cdef str K_BLOCKS = "blocks"
+cdef str K_TYPE = "type"
+cdef str K_OUTPUT = "output"
+cdef str K_NAME = "name"
+cdef str K_ARGUMENTS = "arguments"
+cdef str K_FUNCTION = "function"
+
+cdef str SYSTEM_START = "<|system_start|>"
+cdef str SYSTEM_END = "<|system_end|>"
+cdef str USER_START = "<|user_start|>"
+cdef str USER_END = "<|user_end|>"
+cdef str ASSISTANT_START = "<|assistant_start|>"
+cdef str ASSISTANT_END = "<|assistant_end|>"
+cdef str INNER_PREFIX = "<|inner_prefix|>"
+cdef str INNER_SUFFIX = "<|inner_suffix|>"
+cdef str CALLS_OPEN = "<|tools_prefix|>["
+cdef str CALLS_CLOSE = "]<|tools_suffix|>"
+cdef str IMAGE = "<|image|>"
+cdef str AUDIO = "<|audio|>"
+cdef str THINKING_ON = "<|developer_start|>Deliberation: enabled\n"
+cdef str THINKING_OFF = "<|developer_start|>Deliberation: disabled\n"
+cdef str NO_TOOLS = "Tool Capabilities: disabled<|developer_end|>"
+cdef str TOOLS_HEAD = "Tool Capabilities:\n"
+cdef str DEVELOPER_END = "<|developer_end|>"
+cdef str COMMA = ", "
+cdef str NEWLINE = "\n"
+cdef str CALL_OPEN = '{"'
+cdef str CALL_MID = '": '
+cdef str CALL_CLOSE = "}"
+
+# the general renderer's helpers, installed by _render (configure())
+cdef object _render_tool = None      # _render_tool(tool, trim, jinja_json, native) -> str
+cdef object _tojson = None           # tojson(x, jinja_builtin) -> str
+cdef object _render_date = None      # render_date(date) -> "YYYY-MM-DD"
+cdef dict _dialects = {}             # name -> _Dialect
+cdef dict _dialect_objects = {}      # name -> the Dialect object of _dialects.DIALECTS
+
+
+cdef class _Dialect:
+    """What the walk reads of a ``Dialect``, as C fields."""
+    cdef str tout_open, tout_close, default_system
+    cdef bint dated, closes_last_turn, list_user_content, openai_shapes, trim, jinja_json
+    cdef tuple image_parts, audio_parts
+    cdef int mode
+    cdef dict systems                # date string -> the system section (dated dialects)
+    cdef str system                  # the system section (undated dialects)
+
+    def __init__(self, d):
+        self.tout_open = d.tool_output_open
+        self.tout_close = d.tool_output_close
+        self.default_system = d.default_system
+        self.dated = d.dated_system
+        self.closes_last_turn = d.closes_last_turn
+        self.list_user_content = d.list_user_content
+        self.openai_shapes = d.openai_shapes
+        self.trim = d.trim_blocks
+        self.jinja_json = d.tojson == "jinja"
+        self.image_parts = tuple(d.image_parts)
+        self.audio_parts = tuple(d.audio_parts)
+        self.mode = (4 if self.trim else 0) | (2 if self.jinja_json else 0) | (1 if self.openai_shapes else 0)
+        self.systems = {}
+        self.system = SYSTEM_START + self.default_system + SYSTEM_END
+
+
+def configure(render_tool, tojson, render_date, dialects):
+    """Install the general renderer's helpers and the dialect tables (called once by
+    ``_render`` when it imports this module)."""
+    global _render_tool, _tojson, _render_date
+    _render_tool = render_tool
+    _tojson = tojson
+    _render_date = render_date
+    _dialects.clear()
+    _dialect_objects.clear()
+    for name, d in dialects.items():
+        _dialects[name] = _Dialect(d)
+        _dialect_objects[name] = d
+
+
+# ---------------------------------------------------------------------------
+# The output: borrowed pieces, copied once
+# ---------------------------------------------------------------------------
+
+cdef struct Out:
+    PyObject** items
+    Py_ssize_t n
+    Py_ssize_t cap
+    Py_ssize_t total
+    Py_UCS4 maxchar
+    bint heap          # items was malloc'ed (else it is the caller's stack array)
+
+
+cdef inline int push(Out* o, PyObject* s) except -1:
+    """Append the exact, ready str ``s`` (borrowed: it must outlive the render)."""
+    cdef Py_ssize_t n = af_len(s)
+    cdef PyObject** grown
+    if n == 0:
+        return 0
+    if o.n == o.cap:
+        if o.heap:
+            grown = <PyObject**>realloc(o.items, <size_t>(o.cap * 2) * sizeof(PyObject*))
+        else:
+            grown = <PyObject**>malloc(<size_t>(o.cap * 2) * sizeof(PyObject*))
+            if grown != NULL:
+                memcpy(grown, o.items, <size_t>o.cap * sizeof(PyObject*))
+        if grown == NULL:
+            raise MemoryError()
+        o.items = grown
+        o.heap = True
+        o.cap *= 2
+    o.items[o.n] = s
+    o.n += 1
+    o.total += n
+    cdef Py_UCS4 m = af_maxchar(s)
+    if m > o.maxchar:
+        o.maxchar = m
+    return 0
+
+
+cdef str assemble(Out* o):
+    cdef str result = PyUnicode_New(o.total, o.maxchar)
+    cdef PyObject* r = <PyObject*>result
+    cdef int kind = af_kind(r)
+    cdef void* dst = af_data(r)
+    cdef Py_ssize_t pos = 0, i
+    cdef PyObject* s
+    for i in range(o.n):
+        s = o.items[i]
+        af_copy_into(dst, kind, pos, s)
+        pos += af_len(s)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# The walk
+# ---------------------------------------------------------------------------
+
+cdef enum:
+    BAIL = -1          # not the usual case: the general path renders it
+    FMT_NONE = 0
+    FMT_STRING = 1
+    FMT_MAPPING = 2
+
+
+cdef inline PyObject* get(PyObject* d, str key):
+    return PyDict_GetItemWithError(d, <PyObject*>key)
+
+
+cdef int push_text(Out* o, PyObject* v) except -2:
+    """``{{ v }}`` of a value that is a str or missing (printed ``""``); else BAIL."""
+    if v == NULL:
+        return 0
+    if not af_is_str(v):
+        return BAIL
+    push(o, v)
+    return 0
+
+
+cdef int user_parts(Out* o, PyObject* parts, _Dialect d) except -2:
+    cdef Py_ssize_t i
+    cdef PyObject* part
+    cdef PyObject* ptype
+    if not af_is_list(parts):
+        return BAIL
+    for i in range(af_list_len(parts)):
+        part = af_list_item(parts, i)
+        if not af_is_dict(part):
+            return BAIL
+        ptype = get(part, K_TYPE)
+        if ptype == NULL or not af_is_str(ptype):
+            return BAIL
+        if af_eq(ptype, "text", 4):
+            if push_text(o, get(part, K_TEXT)) == BAIL:
+                return BAIL
+        elif <object>ptype in d.image_parts:
+            push(o, <PyObject*>IMAGE)
+        elif <object>ptype in d.audio_parts:
+            push(o, <PyObject*>AUDIO)
+        else:
+            return BAIL
+    return 0
+
+
+cdef int push_call(Out* o, PyObject* name, PyObject* args, list keep, bint first) except -2:
+    """``{"name": arguments}`` (after ``, `` unless first); ``args`` that is not a str
+    (only reached in dialects that serialise it) goes through ``tojson``."""
+    cdef object dumped
+    if name == NULL or not af_is_str(name):
+        return BAIL
+    if not first:
+        push(o, <PyObject*>COMMA)
+    push(o, <PyObject*>CALL_OPEN)
+    push(o, name)
+    push(o, <PyObject*>CALL_MID)
+    if af_is_str(args):
+        push(o, args)
+    else:
+        if not (af_is_dict(args) or af_is_list(args) or af_is_int(args) or af_is_float(args)
+                or args == Py_None or args == Py_True or args == Py_False):
+            return BAIL
+        dumped = _tojson(<object>args, False)
+        if type(dumped) is not str:
+            return BAIL
+        keep.append(dumped)
+        push(o, <PyObject*>dumped)
+    push(o, <PyObject*>CALL_CLOSE)
+    return 0
+
+
+cdef int block_calls(Out* o, PyObject* calls, bint openai_shapes, list keep) except -2:
+    cdef Py_ssize_t i
+    cdef PyObject* call
+    cdef PyObject* fn
+    cdef PyObject* args
+    push(o, <PyObject*>CALLS_OPEN)
+    for i in range(af_list_len(calls)):
+        call = af_list_item(calls, i)
+        if not af_is_dict(call):
+            return BAIL
+        if openai_shapes:
+            fn = get(call, K_FUNCTION)
+            if fn != NULL:
+                if not af_is_dict(fn):
+                    return BAIL
+                if af_dict_len(fn):
+                    call = fn
+            args = get(call, K_ARGUMENTS)
+        else:
+            args = get(call, K_ARGUMENTS)
+            if args != NULL and not af_is_str(args):
+                return BAIL
+        if args == NULL:
+            return BAIL
+        if push_call(o, get(call, K_NAME), args, keep, i == 0) == BAIL:
+            return BAIL
+    push(o, <PyObject*>CALLS_CLOSE)
+    return 0
+
+
+cdef int legacy_calls(Out* o, PyObject* calls, bint openai_shapes, list keep) except -2:
+    cdef Py_ssize_t i
+    cdef PyObject* call
+    cdef PyObject* ctype
+    cdef PyObject* fn
+    cdef PyObject* name
+    cdef PyObject* args
+    push(o, <PyObject*>CALLS_OPEN)
+    for i in range(af_list_len(calls)):
+        call = af_list_item(calls, i)
+        if not af_is_dict(call):
+            return BAIL
+        ctype = get(call, K_TYPE)
+        if openai_shapes:
+            if ctype != NULL and not (af_is_str(ctype) and af_eq(ctype, "function", 8)):
+                return BAIL
+            fn = get(call, K_FUNCTION)
+            if fn != NULL and fn != Py_None:
+                if not af_is_dict(fn):
+                    return BAIL
+                if af_dict_len(fn):
+                    call = fn
+            name = get(call, K_NAME)
+            args = get(call, K_ARGUMENTS)
+            # the template's ``not (name and args)`` check, for the types passed on
+            if name == NULL or not af_is_str(name) or af_len(name) == 0 or args == NULL:
+                return BAIL
+            if af_is_str(args):
+                if af_len(args) == 0:
+                    return BAIL
+            elif af_is_dict(args):
+                if af_dict_len(args) == 0:
+                    return BAIL
+            elif af_is_list(args):
+                if af_list_len(args) == 0:
+                    return BAIL
+            else:
+                return BAIL
+        else:
+            if ctype == NULL or not af_is_str(ctype) or not af_eq(ctype, "function", 8):
+                return BAIL
+            fn = get(call, K_FUNCTION)
+            if fn == NULL or not af_is_dict(fn):
+                return BAIL
+            name = get(fn, K_NAME)
+            args = get(fn, K_ARGUMENTS)
+            if name == NULL or args == NULL or not af_is_str(args):
+                return BAIL
+        if push_call(o, name, args, keep, i == 0) == BAIL:
+            return BAIL
+    push(o, <PyObject*>CALLS_CLOSE)
+    return 0
+
+
+cdef int is_display_answers(PyObject* calls) except -2:
+    """``calls|length == 1 and calls[0].name == 'display_answers'`` (calls: a list)."""
+    cdef PyObject* name
+    if af_list_len(calls) != 1:
+        return 0
+    call = af_list_item(calls, 0)
+    if not af_is_dict(call):
+        return BAIL
+    name = get(call, K_NAME)
+    if name == NULL:
+        return 0
+    if not af_is_str(name):
+        return BAIL
+    return af_eq(name, "display_answers", 15)
+
+
+cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
+              bint continue_assistant_message, list keep) except -2:
+    """The template's main loop (``_render._render_messages``) over messages[start:]."""
+    cdef bint in_assistant = False, in_tool = False, in_inner = False, waiting = False
+    cdef bint first
+    cdef int fmt = FMT_NONE
+    cdef Py_ssize_t i, j, k, nblocks
+    cdef PyObject* message
+    cdef PyObject* role
+    cdef PyObject* content
+    cdef PyObject* mcontent
+    cdef PyObject* btext
+    cdef PyObject* blocks
+    cdef PyObject* block
+    cdef PyObject* btype
+    cdef PyObject* calls
+    cdef PyObject* outputs
+    cdef PyObject* out_
+    cdef PyObject* legacy
+    cdef PyObject* tout_open = <PyObject*>d.tout_open
+    cdef PyObject* tout_close = <PyObject*>d.tout_close
+    for i in range(start, af_list_len(messages)):
+        message = af_list_item(messages, i)
+        if not af_is_dict(message):
+            return BAIL
+        if af_message_fields(message, &role, &mcontent, &legacy) < 0:
+            return BAIL
+        if role == NULL or not af_is_str(role):
+            return BAIL
+        if af_eq(role, "user", 4):
+            in_inner = False
+            if in_tool:
+                push(o, tout_close)
+                in_tool = False
+            if in_assistant:
+                push(o, <PyObject*>ASSISTANT_END)
+                in_assistant = False
+            content = mcontent
+            if content != NULL:
+                push(o, <PyObject*>USER_START)
+                if af_is_str(content):
+                    push(o, content)
+                elif af_is_dict(content):
+                    content = get(content, K_PARTS)
+                    if content == NULL or user_parts(o, content, d) == BAIL:
+                        return BAIL
+                elif d.list_user_content and af_is_list(content):
+                    if user_parts(o, content, d) == BAIL:
+                        return BAIL
+                else:
+                    return BAIL
+                push(o, <PyObject*>USER_END)
+        elif af_eq(role, "assistant", 9):
+            if not in_assistant:
+                push(o, <PyObject*>ASSISTANT_START)
+                in_assistant = True
+            content = mcontent
+            if content == NULL:
+                return BAIL
+            if af_is_str(content) and fmt != FMT_MAPPING:
+                if in_tool:
+                    push(o, tout_close)
+                    in_tool = False
+                fmt = FMT_STRING
+                push(o, content)
+            elif af_is_dict(content) and fmt != FMT_STRING:
+                blocks = get(content, K_BLOCKS)
+                if blocks == NULL or not af_is_list(blocks):
+                    return BAIL
+                fmt = FMT_MAPPING
+                first = True
+                nblocks = af_list_len(blocks)
+                for j in range(nblocks):
+                    block = af_list_item(blocks, j)
+                    if not af_is_dict(block):
+                        return BAIL
+                    if af_block_fields(block, &btype, &btext, &calls, &outputs) < 0:
+                        return BAIL
+                    if btype == NULL or not af_is_str(btype):
+                        return BAIL
+                    if af_eq(btype, "thoughts", 8):
+                        if in_tool:
+                            push(o, tout_close)
+                            in_tool = False
+                        if not in_inner:
+                            in_inner = True
+                            push(o, <PyObject*>INNER_PREFIX)
+                        if push_text(o, btext) == BAIL:
+                            return BAIL
+                    elif af_eq(btype, "tool_calls", 10):
+                        if in_tool:
+                            push(o, tout_close)
+                            in_tool = False
+                        if calls == NULL or not af_is_list(calls):
+                            return BAIL
+                        if in_inner and not first:
+                            k = is_display_answers(calls)
+                            if k == BAIL:
+                                return BAIL
+                            if k:
+                                in_inner = False
+                                push(o, <PyObject*>INNER_SUFFIX)
+                        if block_calls(o, calls, d.openai_shapes, keep) == BAIL:
+                            return BAIL
+                        waiting = True
+                    elif af_eq(btype, "tool_outputs", 12):
+                        if in_tool:
+                            return BAIL
+                        if outputs == NULL or not af_is_list(outputs):
+                            return BAIL
+                        push(o, tout_open)
+                        for k in range(af_list_len(outputs)):
+                            out_ = af_list_item(outputs, k)
+                            if not af_is_dict(out_):
+                                return BAIL
+                            if k:
+                                push(o, <PyObject*>COMMA)
+                            if push_text(o, get(out_, K_OUTPUT)) == BAIL:
+                                return BAIL
+                        push(o, tout_close)
+                        waiting = False
+                    elif af_eq(btype, "response", 8):
+                        if in_tool:
+                            push(o, tout_close)
+                            in_tool = False
+                        if in_inner:
+                            in_inner = False
+                            push(o, <PyObject*>INNER_SUFFIX)
+                        if push_text(o, btext) == BAIL:
+                            return BAIL
+                    else:
+                        return BAIL
+                    first = False
+            else:
+                return BAIL
+            if legacy != NULL and legacy != Py_None:
+                if not af_is_list(legacy):
+                    return BAIL
+                if af_list_len(legacy):
+                    if legacy_calls(o, legacy, d.openai_shapes, keep) == BAIL:
+                        return BAIL
+                    waiting = True
+        elif af_eq(role, "tool", 4):
+            if not in_assistant:
+                return BAIL
+            if not in_tool:
+                push(o, tout_open)
+                in_tool = True
+            else:
+                push(o, <PyObject*>COMMA)
+            if push_text(o, mcontent) == BAIL:
+                return BAIL
+            waiting = False
+        else:
+            return BAIL
+    if in_tool:
+        push(o, tout_close)
+    if d.closes_last_turn and in_assistant and not continue_assistant_message and not waiting:
+        push(o, <PyObject*>ASSISTANT_END)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Tool signatures: rendered once per distinct tool
+# ---------------------------------------------------------------------------
+
+cdef list _tool_caches = [{} for _ in range(8)]   # per mode: name -> [(copy, text), ...]
+cdef Py_ssize_t _tool_cache_names = 0
+cdef enum:
+    TOOL_CACHE_NAMES = 4096     # names kept per mode before the cache is cleared
+    TOOL_BUCKET = 4             # distinct tools kept per name
+    MAX_DEPTH = 64
+
+
+cdef object freeze(object x, int depth):
+    """A private deep copy of a JSON-like value (exact builtin types only), or None for
+    anything else (such a tool is not cached)."""
+    cdef PyObject* p = <PyObject*>x
+    cdef dict dcopy
+    cdef list lcopy
+    cdef object v
+    if af_is_str(p) or af_is_int(p) or af_is_float(p) or p == Py_None or p == Py_True or p == Py_False:
+        return x
+    if depth > MAX_DEPTH:
+        return None
+    if af_is_dict(p):
+        dcopy = {}
+        for k, val in (<dict>x).items():
+            if not af_is_str(<PyObject*>k):
+                return None
+            v = freeze(val, depth + 1)
+            if v is None and val is not None:
+                return None
+            dcopy[k] = v
+        return dcopy
+    if af_is_list(p):
+        lcopy = []
+        for val in <list>x:
+            v = freeze(val, depth + 1)
+            if v is None and val is not None:
+                return None
+            lcopy.append(v)
+        return lcopy
+    return None
+
+
+# A frozen tool is also laid out as a tape: its values in pre-order, one record each
+# (a dict record is followed by key, value, key, value...; a list record by its items).
+# Matching a tool against the tape walks only the tool's own containers.
+cdef enum:
+    R_STR = 0
+    R_DICT = 1
+    R_LIST = 2
+    R_INT = 3
+    R_FLOAT = 4
+    R_CONST = 5      # None, True, False: compared by identity
+
+cdef struct Rec:
+    int kind
+    Py_ssize_t n     # dict / list length
+    PyObject* obj    # str, int or constant (owned by the frozen copy)
+    double f
+
+
+cdef Py_ssize_t tape_size(object x):
+    cdef Py_ssize_t n = 1
+    if type(x) is dict:
+        for v in (<dict>x).values():
+            n += 1 + tape_size(v)
+    elif type(x) is list:
+        for v in <list>x:
+            n += tape_size(v)
+    return n
+
+
+cdef Py_ssize_t tape_fill(object x, Rec* r, Py_ssize_t pos):
+    cdef PyObject* p = <PyObject*>x
+    cdef Rec* t = &r[pos]
+    pos += 1
+    t.n = 0
+    t.obj = p
+    t.f = 0.0
+    if af_is_dict(p):
+        t.kind = R_DICT
+        t.n = len(<dict>x)
+        for k, v in (<dict>x).items():
+            r[pos].kind = R_STR
+            r[pos].n = 0
+            r[pos].obj = <PyObject*>k
+            r[pos].f = 0.0
+            pos = tape_fill(v, r, pos + 1)
+    elif af_is_list(p):
+        t.kind = R_LIST
+        t.n = len(<list>x)
+        for v in <list>x:
+            pos = tape_fill(v, r, pos)
+    elif af_is_str(p):
+        t.kind = R_STR
+    elif af_is_int(p):
+        t.kind = R_INT
+    elif af_is_float(p):
+        t.kind = R_FLOAT
+        t.f = af_float_value(p)
+    else:
+        t.kind = R_CONST
+    return pos
+
+
+cdef class _Tool:
+    """A cached tool signature: the text, the frozen tool it was rendered from, and the
+    tape of that tool."""
+    cdef object frozen
+    cdef str text
+    cdef Rec* tape
+
+    def __cinit__(self):
+        self.tape = NULL
+
+    def __dealloc__(self):
+        free(self.tape)
+
+
+cdef _Tool make_tool(object frozen, str text):
+    cdef _Tool t = _Tool.__new__(_Tool)
+    cdef Py_ssize_t n = tape_size(frozen)
+    t.tape = <Rec*>malloc(<size_t>n * sizeof(Rec))
+    if t.tape == NULL:
+        raise MemoryError()
+    t.frozen = frozen
+    t.text = text
+    tape_fill(frozen, t.tape, 0)
+    return t
+
+
+cdef bint match(PyObject* a, Rec* r, Py_ssize_t* pos, int depth):
+    """Type-exact deep equality of a JSON-like value and the tape at ``pos`` (advanced
+    past the value when it matches): same types, same key order, floats bit for bit (so
+    1, 1.0 and True, and 0.0 and -0.0, differ)."""
+    cdef Rec* t = &r[pos[0]]
+    cdef Py_ssize_t p = 0, i
+    cdef PyObject* k
+    cdef PyObject* v
+    pos[0] += 1
+    if t.kind == R_STR:
+        return af_is_str(a) and af_str_same(a, t.obj)
+    if t.kind == R_DICT:
+        if not af_is_dict(a) or af_dict_len(a) != t.n or depth > MAX_DEPTH:
+            return False
+        while PyDict_Next(a, &p, &k, &v):
+            if not af_is_str(k) or not af_str_same(k, r[pos[0]].obj):
+                return False
+            pos[0] += 1
+            if r[pos[0]].kind == R_STR:     # a string value: no call
+                if not af_is_str(v) or not af_str_same(v, r[pos[0]].obj):
+                    return False
+                pos[0] += 1
+            elif not match(v, r, pos, depth + 1):
+                return False
+        return True
+    if t.kind == R_LIST:
+        if not af_is_list(a) or af_list_len(a) != t.n or depth > MAX_DEPTH:
+            return False
+        for i in range(t.n):
+            if not match(af_list_item(a, i), r, pos, depth + 1):
+                return False
+        return True
+    if t.kind == R_CONST:
+        return a == t.obj
+    if t.kind == R_INT:
+        return af_is_int(a) and <object>a == <object>t.obj
+    return af_is_float(a) and af_float_is(a, t.f)
+
+
+cdef object tool_name(PyObject* tool):
+    cdef PyObject* name = get(tool, K_NAME)
+    cdef PyObject* fn
+    if name == NULL or not af_is_str(name):
+        fn = get(tool, K_FUNCTION)
+        if fn == NULL or not af_is_dict(fn):
+            return None
+        name = get(fn, K_NAME)
+        if name == NULL or not af_is_str(name):
+            return None
+    return <object>name
+
+
+cdef object tool_text(object tool, _Dialect d):
+    """The signature of one tool: from the cache, else rendered by the general path
+    (whose errors propagate: the caller falls back to the general path)."""
+    global _tool_cache_names
+    cdef dict cache = <dict>_tool_caches[d.mode]
+    cdef object name, frozen, text
+    cdef list bucket
+    cdef _Tool entry
+    cdef Py_ssize_t pos
+    cdef PyObject* p = <PyObject*>tool
+    if not af_is_dict(p):
+        return _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
+    name = tool_name(p)
+    bucket = cache.get(name)
+    if bucket is not None:
+        for entry in bucket:
+            pos = 0
+            if match(p, entry.tape, &pos, 0):
+                return entry.text
+    text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
+    frozen = freeze(tool, 0)
+    if frozen is not None and type(text) is str:
+        if bucket is None:
+            if _tool_cache_names >= TOOL_CACHE_NAMES:
+                for c in _tool_caches:
+                    (<dict>c).clear()
+                _tool_cache_names = 0
+            bucket = []
+            cache[name] = bucket
+            _tool_cache_names += 1
+        elif len(bucket) >= TOOL_BUCKET:
+            del bucket[0]
+        bucket.append(make_tool(frozen, text))
+    return text
+
+
+def clear_tool_cache():
+    """Forget every cached tool signature."""
+    global _tool_cache_names
+    for c in _tool_caches:
+        (<dict>c).clear()
+    _tool_cache_names = 0
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------
+
+cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object enable_thinking,
+                 object tools, object tools_text, list keep) except -2:
+    """BOS is pushed by the caller; the system section, deliberation and tool sections.
+    Returns the index of the first message of the main loop, or BAIL."""
+    cdef PyObject* first
+    cdef PyObject* role
+    cdef PyObject* content
+    cdef Py_ssize_t start = 0, i, n
+    cdef object system, day, text
+    if af_list_len(messages):
+        first = af_list_item(messages, 0)
+        if not af_is_dict(first):
+            return BAIL
+        role = get(first, K_ROLE)
+        if role != NULL and not af_is_str(role):
+            return BAIL
+        if role != NULL and af_eq(role, "system", 6):
+            content = get(first, K_CONTENT)
+            if content == NULL:
+                return BAIL
+            if af_is_dict(content):
+                content = get(content, K_TEXT)
+                if content == NULL:
+                    return BAIL
+            if not af_is_str(content):
+                return BAIL
+            push(o, <PyObject*>SYSTEM_START)
+            push(o, content)
+            push(o, <PyObject*>SYSTEM_END)
+            start = 1
+    if start == 0:
+        if d.dated:
+            # keyed by the date argument itself when it is a string (validated by
+            # render_date on the first use); None (today) and date objects go through
+            # render_date each time
+            system = d.systems.get(date) if type(date) is str else None
+            if system is None:
+                day = _render_date(date)
+                system = d.systems.get(day)
+                if system is None:
+                    system = SYSTEM_START + d.default_system.replace("{date}", day) + SYSTEM_END
+                    if len(d.systems) > 1024:
+                        d.systems.clear()
+                    d.systems[day] = system
+                if type(date) is str:
+                    d.systems[date] = system
+            keep.append(system)
+            push(o, <PyObject*>system)
+        else:
+            push(o, <PyObject*>d.system)
+    push(o, <PyObject*>(THINKING_ON if enable_thinking else THINKING_OFF))
+    if tools_text is not None:
+        if tools or type(tools_text) is not str:
+            return BAIL
+        push(o, <PyObject*>TOOLS_HEAD)
+        push(o, <PyObject*>tools_text)
+        push(o, <PyObject*>DEVELOPER_END)
+    elif tools:
+        if type(tools) is not list:
+            return BAIL
+        push(o, <PyObject*>TOOLS_HEAD)
+        n = len(<list>tools)
+        for i in range(n):
+            text = tool_text((<list>tools)[i], d)
+            if type(text) is not str:
+                return BAIL
+            keep.append(text)
+            if i:
+                push(o, <PyObject*>NEWLINE)
+            push(o, <PyObject*>text)
+        push(o, <PyObject*>DEVELOPER_END)
+    else:
+        push(o, <PyObject*>NO_TOOLS)
+    return start
+
+
+def render(messages, dialect, tools, enable_thinking, add_generation_prompt,
+           continue_assistant_message, date, bos_token, tools_text):
+    """``_render.render`` for the usual case (arguments as there, all positional); returns
+    ``None`` for anything else, including every input the template rejects."""
+    cdef _Dialect d
+    cdef Out o
+    cdef PyObject* items[64]
+    cdef list keep = []
+    cdef Py_ssize_t start
+    if type(messages) is not list or type(bos_token) is not str:
+        return None
+    if type(dialect) is str:
+        d = _dialects.get(dialect)
+        if d is None:
+            return None
+    else:
+        name = getattr(dialect, "name", None)
+        if type(name) is not str or _dialect_objects.get(name) is not dialect:
+            return None
+        d = _dialects[name]
+    o.items = items
+    o.n = 0
+    o.cap = 64
+    o.total = 0
+    o.maxchar = 127
+    o.heap = False
+    try:
+        push(&o, <PyObject*>bos_token)
+        try:
+            start = prelude(&o, <PyObject*>messages, d, date, enable_thinking, tools,
+                            tools_text, keep)
+            if start == BAIL:
+                return None
+            if walk(&o, <PyObject*>messages, start, d, bool(continue_assistant_message),
+                    keep) == BAIL:
+                return None
+        except Exception:
+            return None   # the general path raises the right error
+        if add_generation_prompt:
+            push(&o, <PyObject*>ASSISTANT_START)
+        return assemble(&o)
+    finally:
+        if o.heap:
+            free(o.items)

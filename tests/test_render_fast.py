@@ -1,0 +1,248 @@
+"""The compiled hot path of ``render`` (``_render_fast.pyx``) against the general path.
+
+``render`` first tries the hot path, which returns ``None`` for anything outside the
+usual case; the general path (``_render._render_general``) then renders it. The oracle
+tests go through ``render`` and so check whichever path answered; these tests check the
+two paths against each other directly:
+
+* on every generated input (realistic and wild, every dialect, every flag), the hot path
+  either declines or returns exactly the general path's text, and declines whenever the
+  general path raises;
+* it does answer on the usual case (the shipped samples, long conversations, every
+  string width);
+* its tool-signature cache never serves a text for a tool that would render differently
+  (mutated in place, 1 / 1.0 / True, 0.0 / -0.0, key order, many variants of one name).
+
+Skipped where the extension is not built (pure-Python install): there is one path only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apertus_fast import _render
+from tests import strategies as S
+
+if _render._FAST is None:
+    pytest.skip("no compiled hot path (_render_fast not built): render has one path only",
+                allow_module_level=True)
+
+from apertus_fast import _render_fast  # noqa: E402
+
+EXAMPLES = int(os.environ.get("APERTUS_ORACLE_EXAMPLES", "500"))
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+_settings = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                        HealthCheck.data_too_large])
+_DEFAULTS = dict(tools=None, enable_thinking=False, add_generation_prompt=False,
+                 continue_assistant_message=False, date="2026-01-01", bos_token="<s>",
+                 tools_text=None)
+
+
+def _args(dialect, messages, **kw):
+    a = dict(_DEFAULTS, **kw)
+    return (messages, dialect, a["tools"], a["enable_thinking"], a["add_generation_prompt"],
+            a["continue_assistant_message"], a["date"], a["bos_token"], a["tools_text"])
+
+
+def fast(dialect, messages, **kw):
+    return _render._FAST(*_args(dialect, messages, **kw))
+
+
+def general(dialect, messages, **kw):
+    return _render._render_general(*_args(dialect, messages, **kw))
+
+
+def agree(dialect, messages, **kw):
+    """The hot path declines or matches the general path; returns whether it answered."""
+    before = repr((messages, kw.get("tools")))
+    got = fast(dialect, messages, **kw)
+    assert repr((messages, kw.get("tools"))) == before, "the hot path modified its input"
+    try:
+        expected = general(dialect, messages, **kw)
+    except Exception as exc:  # noqa: BLE001 - any failure of the general path
+        assert got is None, f"the general path raises {exc!r} but the hot path renders {got!r}"
+        return False
+    if got is None:
+        return False
+    assert type(got) is str
+    assert got == expected
+    return True
+
+
+# --------------------------------------------------------------------------- properties
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=EXAMPLES, **_settings)
+@given(data=st.data())
+def test_realistic_inputs_agree(dialect, data):
+    inputs = data.draw(S.render_inputs(dialect), label="inputs")
+    agree(dialect, **inputs)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=max(EXAMPLES // 2, 100), **_settings)
+@given(data=st.data())
+def test_wild_inputs_agree(dialect, data):
+    inputs = data.draw(S.wild_render_inputs(dialect), label="inputs")
+    agree(dialect, **inputs)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=max(EXAMPLES // 5, 50), **_settings)
+@given(data=st.data())
+def test_tools_text_agrees(dialect, data):
+    inputs = data.draw(S.render_inputs(dialect), label="inputs")
+    tools = inputs.pop("tools")
+    text = data.draw(st.text(max_size=40), label="tools_text")
+    agree(dialect, tools_text=text, **inputs)
+    if tools:  # both: an error on both paths
+        assert fast(dialect, tools=tools, tools_text=text, **inputs) is None
+
+
+# --------------------------------------------------------------------------- coverage
+
+def _sample_lines():
+    with open(SAMPLES / "conversations.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_shipped_samples_take_the_hot_path(dialect):
+    answered = 0
+    for item in _sample_lines():
+        if isinstance(item, list):  # a line may be a bare message list
+            item = {"messages": item}
+        kw = dict(tools=item.get("tools"), enable_thinking=bool(item.get("enable_thinking")))
+        try:
+            general(dialect, item["messages"], **kw)
+        except Exception:  # noqa: BLE001 - samples of another dialect's features
+            continue
+        assert agree(dialect, item["messages"], **kw), f"declined: {item!r:.200}"
+        answered += 1
+    assert answered >= 10
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_long_conversation_grows_the_piece_buffer(dialect):
+    messages = [{"role": "system", "content": "s"}]
+    for i in range(300):  # far more pieces than the initial stack buffer holds
+        messages.append({"role": "user", "content": f"question {i}"})
+        messages.append({"role": "assistant", "content": {"blocks": [
+            {"type": "thoughts", "text": f"thinking {i}"},
+            {"type": "tool_calls", "calls": [{"name": "f", "arguments": '{"i": %d}' % i}]},
+            {"type": "tool_outputs", "outputs": [{"output": str(i)}, {"output": "x"}]},
+            {"type": "response", "text": f"answer {i}"}]}})
+    assert agree(dialect, messages)
+
+
+WIDTHS = ["ascii", "latin-1 é", "bmp ü中文", "astral 😀", ""]
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("user", WIDTHS)
+@pytest.mark.parametrize("assistant", WIDTHS)
+def test_every_string_width(dialect, user, assistant):
+    messages = [{"role": "user", "content": user},
+                {"role": "assistant", "content": assistant},
+                {"role": "user", "content": {"parts": [{"type": "text", "text": assistant},
+                                                       {"type": "text", "text": user}]}}]
+    assert agree(dialect, messages, bos_token=user)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("messages", [
+    ("tuple", ({"role": "user", "content": "hi"},)),
+    ("str subclass", [{"role": "user", "content": type("S", (str,), {})("hi")}]),
+    ("dict subclass", [type("D", (dict,), {})(role="user", content="hi")]),
+    ("int content", [{"role": "user", "content": 1}]),
+    ("int key", [{"role": "user", "content": "hi", 1: 2}]),
+    ("tool first", [{"role": "tool", "content": "x"}]),
+    ("bad role", [{"role": "robot", "content": "x"}]),
+], ids=lambda p: p[0] if isinstance(p, tuple) else None)
+def test_unusual_inputs_are_left_to_the_general_path(dialect, messages):
+    _, msgs = messages
+    assert fast(dialect, msgs) is None
+    agree(dialect, msgs)
+
+
+# --------------------------------------------------------------------------- tool cache
+
+def _tool(default=30, props=("a", "b"), description="Do it.", name="do"):
+    return {"name": name, "description": description, "parameters": {
+        "type": "object",
+        "properties": {p: {"type": "number", "description": p, "default": default} for p in props},
+        "required": list(props[:1])}}
+
+
+CONV = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    _render_fast.clear_tool_cache()
+    yield
+    _render_fast.clear_tool_cache()
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_cache_sees_a_tool_mutated_in_place(dialect):
+    tool = _tool()
+    assert agree(dialect, CONV, tools=[tool])
+    tool["description"] = "Do something else."
+    tool["parameters"]["properties"]["a"]["default"] = 31
+    assert agree(dialect, CONV, tools=[tool])
+    assert "Do something else." in fast(dialect, CONV, tools=[tool])
+    del tool["parameters"]["properties"]["b"]
+    assert agree(dialect, CONV, tools=[tool])
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_cache_tells_equal_values_of_other_types_apart(dialect):
+    variants = [1, 1.0, True, 0.0, -0.0, 0, False, None, "1", [1], {"1": 1}, float("nan")]
+    texts = set()
+    for _ in range(2):  # the second round is served from the cache
+        for v in variants:
+            tool = _tool(default=v)
+            assert agree(dialect, CONV, tools=[tool])
+            texts.add(fast(dialect, CONV, tools=[tool]))
+    assert len(texts) == len(variants)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_cache_keeps_key_order(dialect):
+    for _ in range(2):
+        for props in (("a", "b"), ("b", "a")):
+            assert agree(dialect, CONV, tools=[_tool(props=props)])
+    assert fast(dialect, CONV, tools=[_tool(props=("a", "b"))]) != \
+        fast(dialect, CONV, tools=[_tool(props=("b", "a"))])
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_cache_with_many_variants_of_one_name(dialect):
+    tools = [_tool(description=f"Variant {i}.") for i in range(12)]
+    for _ in range(3):
+        for t in tools:
+            assert agree(dialect, CONV, tools=[t, _tool(name="other")])
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_cache_with_uncacheable_and_openai_tools(dialect):
+    odd = _tool()
+    odd["parameters"]["properties"]["a"]["enum"] = ("x", "y")  # a tuple: not cached
+    wrapped = {"type": "function", "function": _tool(name="wrapped")}
+    for _ in range(2):
+        agree(dialect, CONV, tools=[odd])
+        assert agree(dialect, CONV, tools=[wrapped, copy.deepcopy(wrapped)])
+
+
+def test_cache_is_bounded():
+    for i in range(5000):
+        fast("apertus-1", CONV, tools=[_tool(name=f"tool_{i}")])
+    assert agree("apertus-1", CONV, tools=[_tool(name="tool_1")])
