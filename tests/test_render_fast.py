@@ -79,19 +79,12 @@ def agree(dialect, messages, **kw):
 # --------------------------------------------------------------------------- properties
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("strategy", [S.render_inputs, S.wild_render_inputs],
+                         ids=["realistic", "wild"])
 @settings(max_examples=EXAMPLES, **_settings)
 @given(data=st.data())
-def test_realistic_inputs_agree(dialect, data):
-    inputs = data.draw(S.render_inputs(dialect), label="inputs")
-    agree(dialect, **inputs)
-
-
-@pytest.mark.parametrize("dialect", S.DIALECTS)
-@settings(max_examples=max(EXAMPLES // 2, 100), **_settings)
-@given(data=st.data())
-def test_wild_inputs_agree(dialect, data):
-    inputs = data.draw(S.wild_render_inputs(dialect), label="inputs")
-    agree(dialect, **inputs)
+def test_generated_inputs_agree(dialect, strategy, data):
+    agree(dialect, **data.draw(strategy(dialect), label="inputs"))
 
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
