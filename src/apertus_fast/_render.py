@@ -573,11 +573,6 @@ def render(
     Raises :class:`RenderError` (with ``message_index``) wherever the template raises
     or fails.
     """
-    if _FAST is not None:
-        out = _FAST(messages, dialect, tools, enable_thinking, add_generation_prompt,
-                    continue_assistant_message, date, bos_token, tools_text)
-        if out is not None:
-            return out
     return _render_general(messages, dialect, tools, enable_thinking, add_generation_prompt,
                            continue_assistant_message, date, bos_token, tools_text)
 
@@ -830,11 +825,15 @@ def _legacy_calls(calls, openai_shapes):
 
 
 # The compiled hot path (``_render_fast.pyx``) renders the usual conversation and hands
-# anything else back to ``_render_general``; without a compiler there is none.
+# anything else back to ``_render_general``; without a compiler there is none. Compiled,
+# ``render`` is ``_render_fast.render`` (same signature; the hot path, then the general
+# path), which saves a call layer per conversation.
 try:
     from . import _render_fast
 except ImportError:
     _FAST = None
 else:
-    _render_fast.configure(_render_tool, tojson, render_date, DIALECTS)
-    _FAST = _render_fast.render
+    _render_fast.configure(_render_tool, tojson, render_date, DIALECTS, _render_general)
+    _FAST = _render_fast.fast
+    _render_fast.render.__doc__ = render.__doc__
+    render = _render_fast.render

@@ -27,9 +27,10 @@ Measured with ``python benchmarks/report.py`` and ``benchmarks/breakdown.py``; s
 ``docs/benchmarks.md`` for what was tried and did not help (prefetching).
 """
 
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy, memcmp
+from libc.string cimport memcpy, memcmp, memset
+from libc.stdint cimport uint32_t
 
 cdef extern from *:
     """
@@ -52,19 +53,191 @@ cdef extern from *:
     }
     /* a and b exact, ready str: equal contents? (canonical representation: equal
        strings have equal kinds) */
+    /* Reading a dict's entries directly. PyDict_Next is a call per entry that also
+       loads each key's hash; on CPython 3.11-3.13 (not free-threaded) an exact dict
+       with str keys in a combined table keeps its entries as (key, value) pairs in
+       an array, which is read here instead. The layout is not public, so it is only
+       used after af_dict_selfcheck() has confirmed it at import; anywhere else, and
+       for split tables or other keys, PyDict_Next is used. */
+    #if !defined(PYPY_VERSION) && !defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+    #define AF_DICT_DIRECT 1
+    typedef struct {
+        Py_ssize_t dk_refcnt;
+        uint8_t dk_log2_size;
+        uint8_t dk_log2_index_bytes;
+        uint8_t dk_kind;
+        uint32_t dk_version;
+        Py_ssize_t dk_usable;
+        Py_ssize_t dk_nentries;
+        char dk_indices[];
+    } af_keys;
+    #else
+    #define AF_DICT_DIRECT 0
+    #endif
+    typedef struct { PyObject *key; PyObject *value; } af_entry;
+    static int af_direct = 0;
+    /* the entry array of d (and its length, deleted slots included: value NULL), or
+       NULL when d has to be read with PyDict_Next */
+    static CYTHON_INLINE af_entry *af_entries(PyObject *d, Py_ssize_t *n) {
+    #if AF_DICT_DIRECT
+        PyDictObject *mp = (PyDictObject *)d;
+        af_keys *k = (af_keys *)mp->ma_keys;
+        if (!af_direct || mp->ma_values != NULL || k->dk_kind != 1) return NULL;
+        *n = k->dk_nentries;
+        return (af_entry *)(&k->dk_indices[(size_t)1 << k->dk_log2_index_bytes]);
+    #else
+        (void)d; (void)n;
+        return NULL;
+    #endif
+    }
+    typedef struct { af_entry *e; Py_ssize_t i, n; PyObject *d; } af_iter;
+    static CYTHON_INLINE void af_iter_init(af_iter *it, PyObject *d) {
+        it->i = 0;
+        it->n = 0;
+        it->d = d;
+        it->e = af_entries(d, &it->n);
+    }
+    /* PyDict_Next's contract: borrowed key and value, 0 at the end */
+    static CYTHON_INLINE int af_iter_next(af_iter *it, PyObject **k, PyObject **v) {
+        if (it->e != NULL) {
+            while (it->i < it->n) {
+                af_entry *e = &it->e[it->i++];
+                if (e->value != NULL) { *k = e->key; *v = e->value; return 1; }
+            }
+            return 0;
+        }
+        return PyDict_Next(it->d, &it->i, k, v);
+    }
+    /* Turn direct reading on if it gives exactly what PyDict_Next gives on dicts
+       shaped as JSON decodes them (including one with a deleted key). Returns
+       af_direct. */
+    static int af_dict_selfcheck(PyObject *dicts) {
+        Py_ssize_t j, pos;
+        af_iter it;
+        PyObject *k1, *v1, *k2, *v2, *d;
+        int ok = AF_DICT_DIRECT;
+        af_direct = ok;
+        for (j = 0; ok && j < PyList_GET_SIZE(dicts); j++) {
+            d = PyList_GET_ITEM(dicts, j);
+            if (af_entries(d, &pos) == NULL) { ok = 0; break; }
+            af_iter_init(&it, d);
+            pos = 0;
+            for (;;) {
+                int a = af_iter_next(&it, &k1, &v1), b = PyDict_Next(d, &pos, &k2, &v2);
+                if (a != b) { ok = 0; break; }
+                if (!a) break;
+                if (k1 != k2 || v1 != v2) { ok = 0; break; }
+            }
+        }
+        af_direct = ok;
+        return ok;
+    }
+    /* equal bytes (n of them), in words: loads stay within both buffers */
+    static CYTHON_INLINE uint64_t af_ld8(const unsigned char *p) { uint64_t x; memcpy(&x, p, 8); return x; }
+    static CYTHON_INLINE uint32_t af_ld4(const unsigned char *p) { uint32_t x; memcpy(&x, p, 4); return x; }
+    static CYTHON_INLINE int af_bytes_eq(const unsigned char *x, const unsigned char *y, size_t m) {
+        size_t i;
+        if (m >= 8) {
+            if (m > 64) return memcmp(x, y, m) == 0;
+            for (i = 0; i + 8 < m; i += 8)
+                if (af_ld8(x + i) != af_ld8(y + i)) return 0;
+            return af_ld8(x + m - 8) == af_ld8(y + m - 8);
+        }
+        if (m >= 4) return af_ld4(x) == af_ld4(y) && af_ld4(x + m - 4) == af_ld4(y + m - 4);
+        for (i = 0; i < m; i++) if (x[i] != y[i]) return 0;
+        return 1;
+    }
+    /* a and b exact, ready str: equal contents? (canonical representation: equal
+       strings have equal kinds) */
     static CYTHON_INLINE int af_str_same(PyObject *a, PyObject *b) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(a);
         int k = PyUnicode_KIND(a);
-        size_t i, m;
-        const unsigned char *x, *y;
         if (a == b) return 1;
         if (n != PyUnicode_GET_LENGTH(b) || k != PyUnicode_KIND(b)) return 0;
-        m = (size_t)n * (size_t)k;
-        x = (const unsigned char *)PyUnicode_DATA(a);
-        y = (const unsigned char *)PyUnicode_DATA(b);
-        if (m > 32) return memcmp(x, y, m) == 0;
-        for (i = 0; i < m; i++) if (x[i] != y[i]) return 0;   /* short: no call */
-        return 1;
+        return af_bytes_eq((const unsigned char *)PyUnicode_DATA(a),
+                           (const unsigned char *)PyUnicode_DATA(b), (size_t)n * (size_t)k);
+    }
+    /* Tool tapes (see "Tool signatures" below): a tool's JSON values in pre-order,
+       each an 8-byte header {tag | str kind << 8, n} and a payload; a str record
+       carries its characters inline (padded to 8 bytes), so a match reads the tape
+       front to back instead of a second object tree. */
+    typedef struct { uint32_t tag; uint32_t n; } af_hdr;
+    enum { AF_T_STR = 0, AF_T_DICT = 1, AF_T_LIST = 2, AF_T_INT = 3, AF_T_BIGINT = 4,
+           AF_T_FLOAT = 5, AF_T_CONST = 6 };
+    #define AF_PAD8(m) (((size_t)(m) + 7) & ~(size_t)7)
+    static CYTHON_INLINE uint32_t af_tag(const unsigned char *t) { return ((const af_hdr *)t)->tag & 0xff; }
+    static CYTHON_INLINE const unsigned char *af_match_str(PyObject *a, const unsigned char *t) {
+        const af_hdr *h = (const af_hdr *)t;
+        uint32_t kind = h->tag >> 8;
+        size_t m;
+        if (!AF_STR_OK(a) || (size_t)PyUnicode_GET_LENGTH(a) != h->n
+            || (uint32_t)PyUnicode_KIND(a) != kind) return NULL;
+        m = (size_t)h->n * kind;
+        if (!af_bytes_eq((const unsigned char *)PyUnicode_DATA(a), t + 8, m)) return NULL;
+        return t + 8 + AF_PAD8(m);
+    }
+    /* Type-exact deep equality of a JSON-like value and the tape record at t: the
+       end of the record if equal, else NULL. Same types (1, 1.0 and True differ),
+       same key order, floats bit for bit (0.0 and -0.0 differ). */
+    static const unsigned char *af_match(PyObject *a, const unsigned char *t, int depth) {
+        const af_hdr *h = (const af_hdr *)t;
+        switch (h->tag & 0xff) {
+        case AF_T_STR:
+            return af_match_str(a, t);
+        case AF_T_DICT: {
+            af_iter it;
+            PyObject *k, *v;
+            if (!PyDict_CheckExact(a) || PyDict_GET_SIZE(a) != (Py_ssize_t)h->n || depth > 64) return NULL;
+            t += 8;
+            af_iter_init(&it, a);
+            while (af_iter_next(&it, &k, &v)) {
+                t = af_match_str(k, t);
+                if (t == NULL) return NULL;
+                t = af_tag(t) == AF_T_STR ? af_match_str(v, t) : af_match(v, t, depth + 1);
+                if (t == NULL) return NULL;
+            }
+            return t;
+        }
+        case AF_T_LIST: {
+            Py_ssize_t i, n = (Py_ssize_t)h->n;
+            if (!PyList_CheckExact(a) || PyList_GET_SIZE(a) != n || depth > 64) return NULL;
+            t += 8;
+            for (i = 0; i < n && t != NULL; i++) {
+                PyObject *x = PyList_GET_ITEM(a, i);
+                t = af_tag(t) == AF_T_STR ? af_match_str(x, t) : af_match(x, t, depth + 1);
+            }
+            return t;
+        }
+        case AF_T_INT: {     /* an int in the range of long long */
+            long long x, y;
+            int overflow = 0;
+            if (!PyLong_CheckExact(a)) return NULL;
+            x = PyLong_AsLongLongAndOverflow(a, &overflow);   /* cannot fail on an exact int */
+            memcpy(&y, t + 8, 8);
+            return !overflow && x == y ? t + 16 : NULL;
+        }
+        case AF_T_BIGINT: {  /* compared with the int object kept by the tape's owner */
+            PyObject *b;
+            int r;
+            if (!PyLong_CheckExact(a)) return NULL;
+            memcpy(&b, t + 8, sizeof(PyObject *));
+            r = PyObject_RichCompareBool(a, b, Py_EQ);     /* exact ints: no Python code */
+            if (r < 0) { PyErr_Clear(); return NULL; }
+            return r ? t + 16 : NULL;
+        }
+        case AF_T_FLOAT: {
+            double x;
+            if (!PyFloat_CheckExact(a)) return NULL;
+            x = PyFloat_AS_DOUBLE(a);
+            return memcmp(&x, t + 8, 8) == 0 ? t + 16 : NULL;
+        }
+        case AF_T_CONST: {   /* None, True, False: identity */
+            PyObject *c;
+            memcpy(&c, t + 8, sizeof(PyObject *));
+            return a == c ? t + 16 : NULL;
+        }
+        }
+        return NULL;
     }
     static CYTHON_INLINE int af_float_is(PyObject *a, double y) {
         double x = PyFloat_AS_DOUBLE(a);
@@ -86,10 +259,12 @@ cdef extern from *:
     }
     static int af_message_fields(PyObject *m, PyObject **role, PyObject **content,
                                  PyObject **tool_calls) {
-        Py_ssize_t pos = 0, n;
+        Py_ssize_t n;
         PyObject *k, *v;
+        af_iter it;
+        af_iter_init(&it, m);
         *role = *content = *tool_calls = NULL;
-        while (PyDict_Next(m, &pos, &k, &v)) {
+        while (af_iter_next(&it, &k, &v)) {
             if (!AF_STR_OK(k)) return -1;
             if (PyUnicode_KIND(k) != PyUnicode_1BYTE_KIND) continue;
             n = PyUnicode_GET_LENGTH(k);
@@ -101,10 +276,12 @@ cdef extern from *:
     }
     static int af_block_fields(PyObject *b, PyObject **type, PyObject **text,
                                PyObject **calls, PyObject **outputs) {
-        Py_ssize_t pos = 0, n;
+        Py_ssize_t n;
         PyObject *k, *v;
+        af_iter it;
+        af_iter_init(&it, b);
         *type = *text = *calls = *outputs = NULL;
-        while (PyDict_Next(b, &pos, &k, &v)) {
+        while (af_iter_next(&it, &k, &v)) {
             if (!AF_STR_OK(k)) return -1;
             if (PyUnicode_KIND(k) != PyUnicode_1BYTE_KIND) continue;
             n = PyUnicode_GET_LENGTH(k);
@@ -146,6 +323,24 @@ cdef extern from *:
         else af_widen_24((const Py_UCS2 *)src, (Py_UCS4 *)dst + pos, n);
     }
     """
+    ctypedef struct af_iter:
+        pass
+    void af_iter_init(af_iter* it, PyObject* d)
+    bint af_iter_next(af_iter* it, PyObject** k, PyObject** v)
+    int af_dict_selfcheck(PyObject* dicts)
+    const unsigned char* af_match(PyObject* a, const unsigned char* t, int depth)
+    ctypedef struct af_hdr:
+        uint32_t tag
+        uint32_t n
+    enum:
+        AF_T_STR
+        AF_T_DICT
+        AF_T_LIST
+        AF_T_INT
+        AF_T_BIGINT
+        AF_T_FLOAT
+        AF_T_CONST
+    int af_direct
     void af_copy_into(void* dst, int kind, Py_ssize_t pos, PyObject* s)
     int af_message_fields(PyObject* m, PyObject** role, PyObject** content, PyObject** tool_calls)
     int af_block_fields(PyObject* b, PyObject** type, PyObject** text, PyObject** calls,
@@ -171,6 +366,7 @@ cdef extern from "Python.h":
     # borrowed reference, NULL when missing; on an exact dict with a str key it cannot
     # fail (PyDict_GetItem would also save and restore the error state on every call)
     PyObject* PyDict_GetItemWithError(PyObject* d, PyObject* key)
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
     bint PyDict_Next(PyObject* d, Py_ssize_t* pos, PyObject** key, PyObject** value)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     PyObject* Py_None
@@ -221,6 +417,8 @@ cdef object _tojson = None           # tojson(x, jinja_builtin) -> str
 cdef object _render_date = None      # render_date(date) -> "YYYY-MM-DD"
 cdef dict _dialects = {}             # name -> _Dialect
 cdef dict _dialect_objects = {}      # name -> the Dialect object of _dialects.DIALECTS
+cdef object _general = None          # _render._render_general (positional arguments)
+cdef object _last_dialect_name = None   # the last dialect name looked up, and its table
 
 
 cdef class _Dialect:
@@ -231,6 +429,8 @@ cdef class _Dialect:
     cdef int mode
     cdef dict systems                # date string -> the system section (dated dialects)
     cdef str system                  # the system section (undated dialects)
+    cdef object last_date            # the last date string rendered, and its section
+    cdef str last_system
 
     def __init__(self, d):
         self.tout_open = d.tool_output_open
@@ -247,17 +447,58 @@ cdef class _Dialect:
         self.mode = (4 if self.trim else 0) | (2 if self.jinja_json else 0) | (1 if self.openai_shapes else 0)
         self.systems = {}
         self.system = SYSTEM_START + self.default_system + SYSTEM_END
+        self.last_date = self   # matches no date argument
+        self.last_system = None
 
 
-def configure(render_tool, tojson, render_date, dialects):
-    """Install the general renderer's helpers and the dialect tables (called once by
-    ``_render`` when it imports this module)."""
-    global _render_tool, _tojson, _render_date
+cdef _Dialect _last_dialect = None
+
+
+def _dict_selfcheck_samples():
+    import json
+    d = {"a": 1, "b": 2, "c": 3}
+    del d["b"]
+    return [{}, {"role": "user", "content": "x"}, d,
+            json.loads('{"type": "object", "properties": {"x": {"type": "string"}}, "required": []}')]
+
+
+cdef int _dict_selfcheck():
+    cdef list samples = _dict_selfcheck_samples()
+    return af_dict_selfcheck(<PyObject*>samples)
+
+
+_dict_selfcheck()
+
+
+def dict_reading():
+    """How the hot path reads dict entries: ``"direct"`` (the entry array, CPython
+    3.11-3.13, confirmed by a self-check at import) or ``"PyDict_Next"``."""
+    return "direct" if af_direct else "PyDict_Next"
+
+
+def _set_dict_reading(direct):
+    """Tests: force ``PyDict_Next`` (``False``), or redo the self-check (``True``)."""
+    global af_direct
+    if direct:
+        _dict_selfcheck()
+    else:
+        af_direct = 0
+    return dict_reading()
+
+
+def configure(render_tool, tojson, render_date, dialects, general):
+    """Install the general renderer's helpers, the dialect tables and the general path
+    (``_render._render_general``, which ``render`` hands the unusual conversation to);
+    called once by ``_render`` when it imports this module."""
+    global _render_tool, _tojson, _render_date, _general, _last_dialect_name, _last_dialect
     _render_tool = render_tool
     _tojson = tojson
     _render_date = render_date
+    _general = general
     _dialects.clear()
     _dialect_objects.clear()
+    _last_dialect_name = None
+    _last_dialect = None
     for name, d in dialects.items():
         _dialects[name] = _Dialect(d)
         _dialect_objects[name] = d
@@ -274,6 +515,7 @@ cdef struct Out:
     Py_ssize_t total
     Py_UCS4 maxchar
     bint heap          # items was malloc'ed (else it is the caller's stack array)
+    PyObject* keep     # a list of strings made during the render (owned), or NULL
 
 
 cdef inline int push(Out* o, PyObject* s) except -1:
@@ -300,6 +542,19 @@ cdef inline int push(Out* o, PyObject* s) except -1:
     cdef Py_UCS4 m = af_maxchar(s)
     if m > o.maxchar:
         o.maxchar = m
+    return 0
+
+
+cdef int hold(Out* o, object s) except -1:
+    """Keep ``s`` (made during the render, or cached where a later miss may evict it)
+    alive until the render ends."""
+    cdef list keep
+    if o.keep == NULL:
+        keep = [s]
+        Py_INCREF(keep)
+        o.keep = <PyObject*>keep
+    else:
+        (<list>o.keep).append(s)
     return 0
 
 
@@ -367,7 +622,7 @@ cdef int user_parts(Out* o, PyObject* parts, _Dialect d) except -2:
     return 0
 
 
-cdef int push_call(Out* o, PyObject* name, PyObject* args, list keep, bint first) except -2:
+cdef int push_call(Out* o, PyObject* name, PyObject* args, bint first) except -2:
     """``{"name": arguments}`` (after ``, `` unless first); ``args`` that is not a str
     (only reached in dialects that serialise it) goes through ``tojson``."""
     cdef object dumped
@@ -387,13 +642,13 @@ cdef int push_call(Out* o, PyObject* name, PyObject* args, list keep, bint first
         dumped = _tojson(<object>args, False)
         if type(dumped) is not str:
             return BAIL
-        keep.append(dumped)
+        hold(o, dumped)
         push(o, <PyObject*>dumped)
     push(o, <PyObject*>CALL_CLOSE)
     return 0
 
 
-cdef int block_calls(Out* o, PyObject* calls, bint openai_shapes, list keep) except -2:
+cdef int block_calls(Out* o, PyObject* calls, bint openai_shapes) except -2:
     cdef Py_ssize_t i
     cdef PyObject* call
     cdef PyObject* fn
@@ -417,13 +672,13 @@ cdef int block_calls(Out* o, PyObject* calls, bint openai_shapes, list keep) exc
                 return BAIL
         if args == NULL:
             return BAIL
-        if push_call(o, get(call, K_NAME), args, keep, i == 0) == BAIL:
+        if push_call(o, get(call, K_NAME), args, i == 0) == BAIL:
             return BAIL
     push(o, <PyObject*>CALLS_CLOSE)
     return 0
 
 
-cdef int legacy_calls(Out* o, PyObject* calls, bint openai_shapes, list keep) except -2:
+cdef int legacy_calls(Out* o, PyObject* calls, bint openai_shapes) except -2:
     cdef Py_ssize_t i
     cdef PyObject* call
     cdef PyObject* ctype
@@ -471,7 +726,7 @@ cdef int legacy_calls(Out* o, PyObject* calls, bint openai_shapes, list keep) ex
             args = get(fn, K_ARGUMENTS)
             if name == NULL or args == NULL or not af_is_str(args):
                 return BAIL
-        if push_call(o, name, args, keep, i == 0) == BAIL:
+        if push_call(o, name, args, i == 0) == BAIL:
             return BAIL
     push(o, <PyObject*>CALLS_CLOSE)
     return 0
@@ -494,7 +749,7 @@ cdef int is_display_answers(PyObject* calls) except -2:
 
 
 cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
-              bint continue_assistant_message, list keep) except -2:
+              bint continue_assistant_message) except -2:
     """The template's main loop (``_render._render_messages``) over messages[start:]."""
     cdef bint in_assistant = False, in_tool = False, in_inner = False, waiting = False
     cdef bint first
@@ -595,7 +850,7 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                             if k:
                                 in_inner = False
                                 push(o, <PyObject*>INNER_SUFFIX)
-                        if block_calls(o, calls, d.openai_shapes, keep) == BAIL:
+                        if block_calls(o, calls, d.openai_shapes) == BAIL:
                             return BAIL
                         waiting = True
                     elif af_eq(btype, "tool_outputs", 12):
@@ -632,7 +887,7 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                 if not af_is_list(legacy):
                     return BAIL
                 if af_list_len(legacy):
-                    if legacy_calls(o, legacy, d.openai_shapes, keep) == BAIL:
+                    if legacy_calls(o, legacy, d.openai_shapes) == BAIL:
                         return BAIL
                     waiting = True
         elif af_eq(role, "tool", 4):
@@ -659,7 +914,7 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
 # Tool signatures: rendered once per distinct tool
 # ---------------------------------------------------------------------------
 
-cdef list _tool_caches = [{} for _ in range(8)]   # per mode: name -> [(copy, text), ...]
+cdef list _tool_caches = [{} for _ in range(8)]   # per mode: name -> _Tool chain
 cdef Py_ssize_t _tool_cache_names = 0
 cdef enum:
     TOOL_CACHE_NAMES = 4096     # names kept per mode before the cache is cleared
@@ -667,106 +922,112 @@ cdef enum:
     MAX_DEPTH = 64
 
 
-cdef object freeze(object x, int depth):
-    """A private deep copy of a JSON-like value (exact builtin types only), or None for
-    anything else (such a tool is not cached)."""
-    cdef PyObject* p = <PyObject*>x
-    cdef dict dcopy
-    cdef list lcopy
-    cdef object v
-    if af_is_str(p) or af_is_int(p) or af_is_float(p) or p == Py_None or p == Py_True or p == Py_False:
-        return x
-    if depth > MAX_DEPTH:
-        return None
-    if af_is_dict(p):
-        dcopy = {}
-        for k, val in (<dict>x).items():
-            if not af_is_str(<PyObject*>k):
-                return None
-            v = freeze(val, depth + 1)
-            if v is None and val is not None:
-                return None
-            dcopy[k] = v
-        return dcopy
-    if af_is_list(p):
-        lcopy = []
-        for val in <list>x:
-            v = freeze(val, depth + 1)
-            if v is None and val is not None:
-                return None
-            lcopy.append(v)
-        return lcopy
-    return None
-
-
-# A frozen tool is also laid out as a tape: its values in pre-order, one record each
-# (a dict record is followed by key, value, key, value...; a list record by its items).
-# Matching a tool against the tape walks only the tool's own containers.
+# A tool is cached with its tape (``af_match`` above): its values in pre-order, a dict
+# record followed by key, value, key, value..., a list record by its items. Only exact
+# builtin JSON types are taped; any other tool is not cached.
 cdef enum:
-    R_STR = 0
-    R_DICT = 1
-    R_LIST = 2
-    R_INT = 3
-    R_FLOAT = 4
-    R_CONST = 5      # None, True, False: compared by identity
-
-cdef struct Rec:
-    int kind
-    Py_ssize_t n     # dict / list length
-    PyObject* obj    # str, int or constant (owned by the frozen copy)
-    double f
+    TAPE_MAX_N = 0x7fffffff     # str length / container size a header can hold
 
 
-cdef Py_ssize_t tape_size(object x):
-    cdef Py_ssize_t n = 1
-    if type(x) is dict:
-        for v in (<dict>x).values():
-            n += 1 + tape_size(v)
-    elif type(x) is list:
-        for v in <list>x:
-            n += tape_size(v)
-    return n
-
-
-cdef Py_ssize_t tape_fill(object x, Rec* r, Py_ssize_t pos):
+cdef Py_ssize_t tape_size(object x, int depth) except -2:
+    """Bytes of the tape of ``x``, or -1 if it cannot be taped."""
     cdef PyObject* p = <PyObject*>x
-    cdef Rec* t = &r[pos]
-    pos += 1
-    t.n = 0
-    t.obj = p
-    t.f = 0.0
+    cdef Py_ssize_t n, m, total
+    if af_is_str(p):
+        n = af_len(p)
+        if n > TAPE_MAX_N:
+            return -1
+        return 8 + <Py_ssize_t>((n * af_kind(p) + 7) & ~7)
+    if af_is_int(p) or af_is_float(p) or p == Py_None or p == Py_True or p == Py_False:
+        return 16
+    if depth > MAX_DEPTH:
+        return -1
     if af_is_dict(p):
-        t.kind = R_DICT
-        t.n = len(<dict>x)
+        if len(<dict>x) > TAPE_MAX_N:
+            return -1
+        total = 8
         for k, v in (<dict>x).items():
-            r[pos].kind = R_STR
-            r[pos].n = 0
-            r[pos].obj = <PyObject*>k
-            r[pos].f = 0.0
-            pos = tape_fill(v, r, pos + 1)
-    elif af_is_list(p):
-        t.kind = R_LIST
-        t.n = len(<list>x)
+            if not af_is_str(<PyObject*>k):
+                return -1
+            n = tape_size(k, depth + 1)
+            m = tape_size(v, depth + 1)
+            if n < 0 or m < 0:
+                return -1
+            total += n + m
+        return total
+    if af_is_list(p):
+        if len(<list>x) > TAPE_MAX_N:
+            return -1
+        total = 8
         for v in <list>x:
-            pos = tape_fill(v, r, pos)
-    elif af_is_str(p):
-        t.kind = R_STR
-    elif af_is_int(p):
-        t.kind = R_INT
-    elif af_is_float(p):
-        t.kind = R_FLOAT
-        t.f = af_float_value(p)
-    else:
-        t.kind = R_CONST
-    return pos
+            m = tape_size(v, depth + 1)
+            if m < 0:
+                return -1
+            total += m
+        return total
+    return -1
+
+
+cdef unsigned char* tape_fill(object x, unsigned char* t, list objs) except NULL:
+    """Write the tape of ``x`` (``tape_size`` said it can be taped) at ``t``; returns
+    the end. Big ints are compared by value with the object itself, kept in ``objs``."""
+    cdef PyObject* p = <PyObject*>x
+    cdef af_hdr* h = <af_hdr*>t
+    cdef size_t m
+    cdef long long ll
+    cdef int overflow = 0
+    cdef double f
+    h.n = 0
+    if af_is_str(p):
+        h.tag = AF_T_STR | (<uint32_t>af_kind(p) << 8)
+        h.n = <uint32_t>af_len(p)
+        m = <size_t>af_len(p) * <size_t>af_kind(p)
+        memcpy(t + 8, af_data(p), m)
+        memset(t + 8 + m, 0, ((m + 7) & ~(<size_t>7)) - m)
+        return t + 8 + ((m + 7) & ~(<size_t>7))
+    if af_is_dict(p):
+        h.tag = AF_T_DICT
+        h.n = <uint32_t>len(<dict>x)
+        t += 8
+        for k, v in (<dict>x).items():
+            t = tape_fill(k, t, objs)
+            t = tape_fill(v, t, objs)
+        return t
+    if af_is_list(p):
+        h.tag = AF_T_LIST
+        h.n = <uint32_t>len(<list>x)
+        t += 8
+        for v in <list>x:
+            t = tape_fill(v, t, objs)
+        return t
+    if af_is_int(p):
+        ll = PyLong_AsLongLongAndOverflow(x, &overflow)
+        if overflow:
+            h.tag = AF_T_BIGINT
+            objs.append(x)
+            memcpy(t + 8, &p, sizeof(PyObject*))
+        else:
+            h.tag = AF_T_INT
+            memcpy(t + 8, &ll, 8)
+        return t + 16
+    if af_is_float(p):
+        h.tag = AF_T_FLOAT
+        f = af_float_value(p)
+        memcpy(t + 8, &f, 8)
+        return t + 16
+    h.tag = AF_T_CONST       # None, True, False (immortal for the tape's purposes: kept)
+    objs.append(x)
+    memcpy(t + 8, &p, sizeof(PyObject*))
+    return t + 16
 
 
 cdef class _Tool:
-    """A cached tool signature: the text, the frozen tool it was rendered from, and the
-    tape of that tool."""
-    cdef object frozen
+    """A cached tool signature: the text, and the tape of the tool it was rendered
+    from. Tools of one name are chained (newest first)."""
     cdef str text
-    cdef Rec* tape
+    cdef unsigned char* tape
+    cdef list objs          # objects the tape points to
+    cdef _Tool next
 
     def __cinit__(self):
         self.tape = NULL
@@ -775,55 +1036,20 @@ cdef class _Tool:
         free(self.tape)
 
 
-cdef _Tool make_tool(object frozen, str text):
-    cdef _Tool t = _Tool.__new__(_Tool)
-    cdef Py_ssize_t n = tape_size(frozen)
-    t.tape = <Rec*>malloc(<size_t>n * sizeof(Rec))
+cdef _Tool make_tool(object tool, str text):
+    """The cache entry of ``tool``, or None if it cannot be taped."""
+    cdef Py_ssize_t n = tape_size(tool, 0)
+    cdef _Tool t
+    if n < 0:
+        return None
+    t = _Tool.__new__(_Tool)
+    t.tape = <unsigned char*>malloc(<size_t>n)
     if t.tape == NULL:
         raise MemoryError()
-    t.frozen = frozen
     t.text = text
-    tape_fill(frozen, t.tape, 0)
+    t.objs = []
+    tape_fill(tool, t.tape, t.objs)
     return t
-
-
-cdef bint match(PyObject* a, Rec* r, Py_ssize_t* pos, int depth):
-    """Type-exact deep equality of a JSON-like value and the tape at ``pos`` (advanced
-    past the value when it matches): same types, same key order, floats bit for bit (so
-    1, 1.0 and True, and 0.0 and -0.0, differ)."""
-    cdef Rec* t = &r[pos[0]]
-    cdef Py_ssize_t p = 0, i
-    cdef PyObject* k
-    cdef PyObject* v
-    pos[0] += 1
-    if t.kind == R_STR:
-        return af_is_str(a) and af_str_same(a, t.obj)
-    if t.kind == R_DICT:
-        if not af_is_dict(a) or af_dict_len(a) != t.n or depth > MAX_DEPTH:
-            return False
-        while PyDict_Next(a, &p, &k, &v):
-            if not af_is_str(k) or not af_str_same(k, r[pos[0]].obj):
-                return False
-            pos[0] += 1
-            if r[pos[0]].kind == R_STR:     # a string value: no call
-                if not af_is_str(v) or not af_str_same(v, r[pos[0]].obj):
-                    return False
-                pos[0] += 1
-            elif not match(v, r, pos, depth + 1):
-                return False
-        return True
-    if t.kind == R_LIST:
-        if not af_is_list(a) or af_list_len(a) != t.n or depth > MAX_DEPTH:
-            return False
-        for i in range(t.n):
-            if not match(af_list_item(a, i), r, pos, depth + 1):
-                return False
-        return True
-    if t.kind == R_CONST:
-        return a == t.obj
-    if t.kind == R_INT:
-        return af_is_int(a) and <object>a == <object>t.obj
-    return af_is_float(a) and af_float_is(a, t.f)
 
 
 cdef object tool_name(PyObject* tool):
@@ -844,34 +1070,43 @@ cdef object tool_text(object tool, _Dialect d):
     (whose errors propagate: the caller falls back to the general path)."""
     global _tool_cache_names
     cdef dict cache = <dict>_tool_caches[d.mode]
-    cdef object name, frozen, text
-    cdef list bucket
-    cdef _Tool entry
-    cdef Py_ssize_t pos
+    cdef object name, text
+    cdef _Tool entry, head, fresh
     cdef PyObject* p = <PyObject*>tool
+    cdef PyObject* found
+    cdef int depth
     if not af_is_dict(p):
         return _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
     name = tool_name(p)
-    bucket = cache.get(name)
-    if bucket is not None:
-        for entry in bucket:
-            pos = 0
-            if match(p, entry.tape, &pos, 0):
-                return entry.text
+    found = PyDict_GetItemWithError(<PyObject*>cache, <PyObject*>name) if name is not None else NULL
+    head = <_Tool>found if found != NULL else None
+    entry = head
+    while entry is not None:
+        if af_match(p, entry.tape, 0) != NULL:
+            return entry.text
+        entry = entry.next
     text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
-    frozen = freeze(tool, 0)
-    if frozen is not None and type(text) is str:
-        if bucket is None:
-            if _tool_cache_names >= TOOL_CACHE_NAMES:
-                for c in _tool_caches:
-                    (<dict>c).clear()
-                _tool_cache_names = 0
-            bucket = []
-            cache[name] = bucket
-            _tool_cache_names += 1
-        elif len(bucket) >= TOOL_BUCKET:
-            del bucket[0]
-        bucket.append(make_tool(frozen, text))
+    if name is None or type(text) is not str:
+        return text
+    fresh = make_tool(tool, text)
+    if fresh is None:
+        return text
+    if head is None:
+        if _tool_cache_names >= TOOL_CACHE_NAMES:
+            for c in _tool_caches:
+                (<dict>c).clear()
+            _tool_cache_names = 0
+        _tool_cache_names += 1
+    else:
+        # keep the newest TOOL_BUCKET tools of a name
+        entry = head
+        depth = 2
+        while entry.next is not None and depth < TOOL_BUCKET:
+            entry = entry.next
+            depth += 1
+        entry.next = None
+        fresh.next = head
+    cache[name] = fresh
     return text
 
 
@@ -888,7 +1123,7 @@ def clear_tool_cache():
 # ---------------------------------------------------------------------------
 
 cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object enable_thinking,
-                 object tools, object tools_text, list keep) except -2:
+                 object tools, object tools_text) except -2:
     """BOS is pushed by the caller; the system section, deliberation and tool sections.
     Returns the index of the first message of the main loop, or BAIL."""
     cdef PyObject* first
@@ -921,19 +1156,24 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
         if d.dated:
             # keyed by the date argument itself when it is a string (validated by
             # render_date on the first use); None (today) and date objects go through
-            # render_date each time
-            system = d.systems.get(date) if type(date) is str else None
-            if system is None:
-                day = _render_date(date)
-                system = d.systems.get(day)
+            # render_date each time. The strings stay referenced by d.systems (or
+            # d.last_system) until a later render.
+            if date is d.last_date:
+                system = d.last_system
+            else:
+                system = d.systems.get(date) if type(date) is str else None
                 if system is None:
-                    system = SYSTEM_START + d.default_system.replace("{date}", day) + SYSTEM_END
-                    if len(d.systems) > 1024:
-                        d.systems.clear()
-                    d.systems[day] = system
+                    day = _render_date(date)
+                    system = d.systems.get(day)
+                    if system is None:
+                        system = SYSTEM_START + d.default_system.replace("{date}", day) + SYSTEM_END
+                        if len(d.systems) > 1024:
+                            d.systems.clear()
+                        d.systems[day] = system
                 if type(date) is str:
                     d.systems[date] = system
-            keep.append(system)
+                    d.last_date = date
+                    d.last_system = system
             push(o, <PyObject*>system)
         else:
             push(o, <PyObject*>d.system)
@@ -953,7 +1193,7 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
             text = tool_text((<list>tools)[i], d)
             if type(text) is not str:
                 return BAIL
-            keep.append(text)
+            hold(o, text)
             if i:
                 push(o, <PyObject*>NEWLINE)
             push(o, <PyObject*>text)
@@ -963,21 +1203,26 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
     return start
 
 
-def render(messages, dialect, tools, enable_thinking, add_generation_prompt,
-           continue_assistant_message, date, bos_token, tools_text):
-    """``_render.render`` for the usual case (arguments as there, all positional); returns
-    ``None`` for anything else, including every input the template rejects."""
+cdef object fast_render(object messages, object dialect, object tools, object enable_thinking,
+                        object add_generation_prompt, object continue_assistant_message,
+                        object date, object bos_token, object tools_text):
+    """The hot path: the rendered text, or ``None`` for anything unusual (including
+    every input the template rejects)."""
     cdef _Dialect d
     cdef Out o
     cdef PyObject* items[64]
-    cdef list keep = []
     cdef Py_ssize_t start
+    global _last_dialect_name, _last_dialect
     if type(messages) is not list or type(bos_token) is not str:
         return None
-    if type(dialect) is str:
+    if dialect is _last_dialect_name:
+        d = _last_dialect
+    elif type(dialect) is str:
         d = _dialects.get(dialect)
         if d is None:
             return None
+        _last_dialect_name = dialect
+        _last_dialect = d
     else:
         name = getattr(dialect, "name", None)
         if type(name) is not str or _dialect_objects.get(name) is not dialect:
@@ -989,15 +1234,15 @@ def render(messages, dialect, tools, enable_thinking, add_generation_prompt,
     o.total = 0
     o.maxchar = 127
     o.heap = False
+    o.keep = NULL
     try:
         push(&o, <PyObject*>bos_token)
         try:
             start = prelude(&o, <PyObject*>messages, d, date, enable_thinking, tools,
-                            tools_text, keep)
+                            tools_text)
             if start == BAIL:
                 return None
-            if walk(&o, <PyObject*>messages, start, d, bool(continue_assistant_message),
-                    keep) == BAIL:
+            if walk(&o, <PyObject*>messages, start, d, bool(continue_assistant_message)) == BAIL:
                 return None
         except Exception:
             return None   # the general path raises the right error
@@ -1007,3 +1252,26 @@ def render(messages, dialect, tools, enable_thinking, add_generation_prompt,
     finally:
         if o.heap:
             free(o.items)
+        if o.keep != NULL:
+            Py_DECREF(<object>o.keep)
+
+
+def fast(messages, dialect, tools, enable_thinking, add_generation_prompt,
+         continue_assistant_message, date, bos_token, tools_text):
+    """The hot path alone (arguments as ``render``'s, all positional): the text, or
+    ``None`` where ``render`` hands the conversation to the general path."""
+    return fast_render(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                       continue_assistant_message, date, bos_token, tools_text)
+
+
+def render(messages, *, dialect="apertus-format-reference", tools=None, enable_thinking=False,
+           add_generation_prompt=False, continue_assistant_message=False, date=None,
+           bos_token="<s>", tools_text=None):
+    # ``_render.render`` in the compiled build (its docstring is copied by ``configure``):
+    # the hot path, else the general path.
+    out = fast_render(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                      continue_assistant_message, date, bos_token, tools_text)
+    if out is None:
+        return _general(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                        continue_assistant_message, date, bos_token, tools_text)
+    return out
