@@ -51,8 +51,6 @@ cdef extern from *:
         return PyUnicode_GET_LENGTH(s) == n && PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND
             && memcmp(PyUnicode_DATA(s), lit, (size_t)n) == 0;
     }
-    /* a and b exact, ready str: equal contents? (canonical representation: equal
-       strings have equal kinds) */
     /* Reading a dict's entries directly. PyDict_Next is a call per entry that also
        loads each key's hash; on CPython 3.11-3.13 (not free-threaded) an exact dict
        with str keys in a combined table keeps its entries as (key, value) pairs in
@@ -146,6 +144,25 @@ cdef extern from *:
         if (m >= 4) return af_ld4(x) == af_ld4(y) && af_ld4(x + m - 4) == af_ld4(y + m - 4);
         for (i = 0; i < m; i++) if (x[i] != y[i]) return 0;
         return 1;
+    }
+    /* d[key] (borrowed, NULL when missing) for an exact dict and an ASCII str key: a
+       small dict with its entries at hand is scanned (its keys are exact str, so
+       equal contents is what the lookup would test), anything else is looked up */
+    static CYTHON_INLINE PyObject *af_get(PyObject *d, PyObject *key) {
+        Py_ssize_t n = 0, i, kn;
+        const unsigned char *kd;
+        af_entry *e = af_entries(d, &n);
+        if (e == NULL || n > 8) return PyDict_GetItemWithError(d, key);
+        kn = PyUnicode_GET_LENGTH(key);
+        kd = (const unsigned char *)PyUnicode_DATA(key);
+        for (i = 0; i < n; i++) {
+            PyObject *k = e[i].key;
+            if (e[i].value == NULL) continue;
+            if (k == key || (PyUnicode_GET_LENGTH(k) == kn && PyUnicode_KIND(k) == PyUnicode_1BYTE_KIND
+                             && af_bytes_eq((const unsigned char *)PyUnicode_DATA(k), kd, (size_t)kn)))
+                return e[i].value;
+        }
+        return NULL;
     }
     /* a and b exact, ready str: equal contents? (canonical representation: equal
        strings have equal kinds) */
@@ -353,6 +370,7 @@ cdef extern from *:
     Py_ssize_t af_len(PyObject* s)
     bint af_eq(PyObject* s, const char* lit, Py_ssize_t n)
     bint af_str_same(PyObject* a, PyObject* b)
+    PyObject* af_get(PyObject* d, PyObject* key)
     bint af_float_is(PyObject* a, double y)
     double af_float_value(PyObject* a)
     Py_UCS4 af_maxchar(PyObject* s)
@@ -584,7 +602,7 @@ cdef enum:
 
 
 cdef inline PyObject* get(PyObject* d, str key):
-    return PyDict_GetItemWithError(d, <PyObject*>key)
+    return af_get(d, <PyObject*>key)
 
 
 cdef int push_text(Out* o, PyObject* v) except -2:
