@@ -18,6 +18,7 @@ Skipped where the extension is not built (pure-Python install): there is one pat
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -240,3 +241,129 @@ def test_cache_is_bounded():
     for i in range(5000):
         fast("apertus-1", CONV, tools=[_tool(name=f"tool_{i}")])
     assert agree("apertus-1", CONV, tools=[_tool(name="tool_1")])
+
+
+# --------------------------------------------------------------------------- entry point
+
+def test_render_is_the_compiled_entry_with_the_same_signature():
+    import inspect
+
+    import apertus_fast
+
+    assert apertus_fast.render is _render_fast.render is _render.render
+    assert inspect.signature(_render_fast.render) == inspect.signature(_render._render_py)
+    assert _render_fast.render.__doc__ == _render._render_py.__doc__
+    messages = [{"role": "user", "content": "hi"}]
+    assert _render.render(messages, date="2026-01-01") == _render._render_py(messages, date="2026-01-01")
+    with pytest.raises(TypeError):
+        _render.render(messages, "apertus-1")  # keyword-only, as the plain-Python entry
+    from apertus_fast import RenderError
+    with pytest.raises(RenderError, match="message 0"):
+        _render.render([{"role": "robot", "content": "x"}])  # declined, then the general path raises
+
+
+# --------------------------------------------------------------------------- dict reading
+
+@contextlib.contextmanager
+def pydict_next():
+    """Force the PyDict_Next reading, then restore the self-checked mode."""
+    before = _render_fast.dict_reading()
+    assert _render_fast._set_dict_reading(False) == "PyDict_Next"
+    try:
+        yield
+    finally:
+        assert _render_fast._set_dict_reading(before == "direct") == before
+
+
+def test_direct_dict_reading_where_the_layout_is_known():
+    import sys
+    import sysconfig
+
+    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13) \
+            or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("direct dict reading is only compiled for CPython 3.11-3.13 with the GIL")
+    assert _render_fast.dict_reading() == "direct"
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=max(EXAMPLES // 4, 50), **_settings)
+@given(data=st.data())
+def test_generated_inputs_agree_with_pydict_next(dialect, data):
+    inputs = data.draw(S.render_inputs(dialect), label="inputs")
+    with pydict_next():
+        agree(dialect, **inputs)
+
+
+class _Obj:
+    def __init__(self, fields):
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+
+def _odd_dicts(d):
+    """d as a dict with a deleted key, and as an instance dict (CPython: a split table,
+    its values kept apart from its keys)."""
+    holed = {"zz": 0, **d}
+    del holed["zz"]
+    cls = type("Obj", (_Obj,), {})   # a class per shape: it shares its instances' keys
+    for _ in range(3):
+        cls(d)
+    return [holed, vars(cls(d))]
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("mode", ["direct", "PyDict_Next"])
+def test_dicts_with_holes_and_split_tables(dialect, mode):
+    with pydict_next() if mode == "PyDict_Next" else contextlib.nullcontext():
+        _holes_and_split_tables(dialect)
+
+
+def _holes_and_split_tables(dialect):
+    user = {"role": "user", "content": "hi"}
+    block = {"type": "response", "text": "ok"}
+    for m in _odd_dicts(user):
+        assert agree(dialect, [m])
+    for b in _odd_dicts(block):
+        for c in _odd_dicts({"blocks": [b]}):
+            assert agree(dialect, [user, {"role": "assistant", "content": c}])
+    for tool in _odd_dicts(_tool()):
+        assert agree(dialect, CONV, tools=[tool])
+        assert agree(dialect, CONV, tools=[tool])  # from the cache
+
+
+# --------------------------------------------------------------------------- tool tapes
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_tape_strings_differing_anywhere(dialect):
+    """Every length up to past the word-compare and memcmp thresholds, every width, a
+    difference at every position: never served the other string's text."""
+    for ch, other in (("a", "b"), ("é", "è"), ("中", "文"), ("😀", "😁")):
+        for n in (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 70):
+            base = ch * n
+            texts = {fast(dialect, CONV, tools=[_tool(description=base)])}
+            for i in sorted({0, n // 2, n - 1}):
+                variant = base[:i] + other + base[i + 1:]
+                assert agree(dialect, CONV, tools=[_tool(description=variant)])
+                texts.add(fast(dialect, CONV, tools=[_tool(description=variant)]))
+            assert fast(dialect, CONV, tools=[_tool(description=base)]) in texts
+            assert len(texts) == len({0, n // 2, n - 1}) + 1
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_tape_ints_of_every_size(dialect):
+    values = [0, 1, -1, 2**31, 2**63 - 1, -2**63, 2**63, -2**63 - 1, 2**70, -2**70, 10**30]
+    texts = []
+    for _ in range(2):  # the second round is served from the cache
+        for v in values:
+            assert agree(dialect, CONV, tools=[_tool(default=v)])
+            texts.append(fast(dialect, CONV, tools=[_tool(default=v)]))
+    assert texts[:len(values)] == texts[len(values):]
+    assert len(set(texts)) == len(values)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_tape_nested_values(dialect):
+    nested = [{"k": [1, "x", None, {"z": [True, 2.5]}]}, [], {}, "", [[[]]]]
+    for v in [nested, nested[:-1], nested[:1], [{"k": [1, "x", None, {"z": [True, 2.25]}]}]]:
+        for _ in range(2):
+            assert agree(dialect, CONV, tools=[_tool(default=v)])

@@ -835,5 +835,6 @@ except ImportError:
 else:
     _render_fast.configure(_render_tool, tojson, render_date, DIALECTS, _render_general)
     _FAST = _render_fast.fast
+    _render_py = render   # the plain-Python entry (what runs without a compiler)
     _render_fast.render.__doc__ = render.__doc__
     render = _render_fast.render
