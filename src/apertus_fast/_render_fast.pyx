@@ -19,9 +19,13 @@ same bytes (``tests/test_render_fast.py`` compares the two paths; the oracle tes
 through this one).
 
 Tool signatures are cached per tool: the key is the tool's name, and a hit is confirmed
-by a type-exact deep comparison with a private copy of the tool it was rendered from
-(laid out flat, as a "tape"), so a cached text is only reused for a tool that renders
-identically: same types (1, 1.0 and True differ), same key order, floats bit for bit.
+by a type-exact deep comparison with a "tape" of the tool it was rendered from (its
+values in pre-order in one block, strings inline), so a cached text is only reused for a
+tool that renders identically: same types (1, 1.0 and True differ), same key order,
+floats bit for bit.
+
+Dict entries are read directly from the entry array where a self-check at import
+confirms the CPython layout (3.11-3.13), else with PyDict_Next (``dict_reading()``).
 
 Measured with ``python benchmarks/report.py`` and ``benchmarks/breakdown.py``; see
 ``docs/benchmarks.md`` for what was tried and did not help (prefetching).
