@@ -364,6 +364,10 @@ def test_tape_ints_of_every_size(dialect):
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_tape_nested_values(dialect):
     nested = [{"k": [1, "x", None, {"z": [True, 2.5]}]}, [], {}, "", [[[]]]]
-    for v in [nested, nested[:-1], nested[:1], [{"k": [1, "x", None, {"z": [True, 2.25]}]}]]:
+    deep = deeper = []
+    for _ in range(80):  # deeper than a tape goes: rendered every time
+        deeper.append([])
+        deeper = deeper[0]
+    for v in [nested, nested[:-1], nested[:1], [{"k": [1, "x", None, {"z": [True, 2.25]}]}], deep]:
         for _ in range(2):
             assert agree(dialect, CONV, tools=[_tool(default=v)])

@@ -260,10 +260,6 @@ cdef extern from *:
         }
         return NULL;
     }
-    static CYTHON_INLINE int af_float_is(PyObject *a, double y) {
-        double x = PyFloat_AS_DOUBLE(a);
-        return memcmp(&x, &y, sizeof(double)) == 0;
-    }
     static CYTHON_INLINE double af_float_value(PyObject *a) { return PyFloat_AS_DOUBLE(a); }
     static CYTHON_INLINE Py_UCS4 af_maxchar(PyObject *s) { return PyUnicode_MAX_CHAR_VALUE(s); }
     static CYTHON_INLINE int af_kind(PyObject *s) { return PyUnicode_KIND(s); }
@@ -375,7 +371,6 @@ cdef extern from *:
     bint af_eq(PyObject* s, const char* lit, Py_ssize_t n)
     bint af_str_same(PyObject* a, PyObject* b)
     PyObject* af_get(PyObject* d, PyObject* key)
-    bint af_float_is(PyObject* a, double y)
     double af_float_value(PyObject* a)
     Py_UCS4 af_maxchar(PyObject* s)
     int af_kind(PyObject* s)
