@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ._dialects import DEFAULT_DIALECT, TOKEN_TEXT, Kind, get_dialect
+from ._dialects import DEFAULT_DIALECT, get_dialect
 from ._models import (
     AssistantContent,
     ContentFormat,
@@ -22,6 +22,7 @@ from ._models import (
     conversation_to_template_messages,
     messages_from_dicts,
 )
+from . import _render as _r
 from ._render import render
 
 __all__ = ["ApertusFormatter"]
@@ -36,20 +37,14 @@ class ApertusFormatter:
     date of the default system prompt; ``None`` is today, as in the reference).
     """
 
-    # Special tokens
+    # Special tokens (the reference's class attributes; the renderer owns the texts)
     BOS_TOKEN = "<s>"
-    SYSTEM_START = TOKEN_TEXT[Kind.SYSTEM_START]
-    SYSTEM_END = TOKEN_TEXT[Kind.SYSTEM_END]
-    DEVELOPER_START = TOKEN_TEXT[Kind.DEVELOPER_START]
-    DEVELOPER_END = TOKEN_TEXT[Kind.DEVELOPER_END]
-    USER_START = TOKEN_TEXT[Kind.USER_START]
-    USER_END = TOKEN_TEXT[Kind.USER_END]
-    ASSISTANT_START = TOKEN_TEXT[Kind.ASSISTANT_START]
-    ASSISTANT_END = TOKEN_TEXT[Kind.ASSISTANT_END]
-    INNER_PREFIX = TOKEN_TEXT[Kind.INNER_PREFIX]
-    INNER_SUFFIX = TOKEN_TEXT[Kind.INNER_SUFFIX]
-    TOOLS_PREFIX = TOKEN_TEXT[Kind.TOOLS_PREFIX]
-    TOOLS_SUFFIX = TOKEN_TEXT[Kind.TOOLS_SUFFIX]
+    SYSTEM_START, SYSTEM_END = _r.SYSTEM_START, _r.SYSTEM_END
+    DEVELOPER_START, DEVELOPER_END = _r.DEVELOPER_START, _r.DEVELOPER_END
+    USER_START, USER_END = _r.USER_START, _r.USER_END
+    ASSISTANT_START, ASSISTANT_END = _r.ASSISTANT_START, _r.ASSISTANT_END
+    INNER_PREFIX, INNER_SUFFIX = _r.INNER_PREFIX, _r.INNER_SUFFIX
+    TOOLS_PREFIX, TOOLS_SUFFIX = _r.TOOLS_PREFIX, _r.TOOLS_SUFFIX
 
     def __init__(
         self,
