@@ -30,6 +30,39 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_details() -> str:
+    """CPU family / model and cache sizes (Linux; "" elsewhere). The same VM name can
+    run on different hosts, and the render benchmark is bound by memory latency more
+    than jinja2 is, so the ratios move with the caches."""
+    parts = []
+    try:
+        fields = {}
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first CPU is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+        if "cpu family" in fields:
+            parts.append(f"family {fields['cpu family']} model {fields.get('model', '?')}")
+    except OSError:
+        pass
+    caches = []
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(base.glob("index*")) if base.is_dir() else []:
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind != "Instruction":
+            caches.append(f"L{level}{'d' if kind == 'Data' else ''} {size}")
+    if caches:
+        parts.append(", ".join(caches))
+    return "; ".join(parts)
+
+
 def apertus_fast_backend() -> str:
     try:
         import apertus_fast
@@ -50,6 +83,7 @@ def apertus_fast_backend() -> str:
 def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["cpu_model"] = cpu_model()
     machine_info["cpu_count"] = os.cpu_count()
+    machine_info["cpu_details"] = cpu_details()
     machine_info["apertus_fast_backend"] = apertus_fast_backend()
 
 

@@ -254,8 +254,9 @@ def machine_lines(data: dict, stat: str) -> list[str]:
             versions.append(f"{mod.replace('_', '-')} {version(mod.replace('_', '-'))}")
         except Exception:  # noqa: BLE001
             pass
+    details = f"; {mi['cpu_details']}" if mi.get("cpu_details") else ""
     return ["### Machine", "",
-            f"- CPU: {cpu}, {cores} cores ({mi.get('system', platform.system())} {mi.get('release', '')})",
+            f"- CPU: {cpu}, {cores} cores{details} ({mi.get('system', platform.system())} {mi.get('release', '')})",
             f"- Python: {mi.get('python_implementation', '')} {mi.get('python_version', platform.python_version())}",
             f"- apertus_fast backend: {mi.get('apertus_fast_backend', 'unknown')}",
             f"- {', '.join(versions)}",
