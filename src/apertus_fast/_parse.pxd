@@ -19,13 +19,16 @@ cdef class _Builder:
     cdef object d
     cdef bint strict
     cdef public str format
-    cdef list kinds, starts, ends
+    cdef const long long[::1] ev
     cdef Py_ssize_t n, i
     cdef public list warnings
     cdef bint waiting, no_header
     cdef public list messages
 
     cdef int kind(self, Py_ssize_t j) except -1
+    cdef Py_ssize_t start(self, Py_ssize_t j) except -1
+    cdef Py_ssize_t end(self, Py_ssize_t j) except -1
+    @cython.locals(j=Py_ssize_t, k=cython.longlong)
     cpdef bint _has_reasoning(self) except -1
     cdef error(self, Py_ssize_t j, str reason, str expected=*)
     cdef recover(self, Py_ssize_t j, str reason, str expected=*)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
@@ -269,11 +270,10 @@ def split_tool_calls(body: str):
 # ---------------------------------------------------------------------------
 
 def _events(text, d):
-    """The lexer's events as three parallel sequences (kinds, starts, ends)."""
+    """The lexer's events: the flat ``array('q')`` of ``kind, start, end`` triples."""
     from ._lex import scan
 
-    buf = scan(text, d)
-    return buf[0::3], buf[1::3], buf[2::3]
+    return scan(text, d)
 
 
 class _NeedBlocks(Exception):
@@ -288,16 +288,16 @@ class _Builder:
         self.d = d
         self.strict = strict
         self.format = ""
-        kinds, starts, ends = events
-        kinds = list(kinds)
         if not strict:
             # Apertus 1.5 output may spell the reasoning delimiters <think> / </think>
-            kinds = [_K_INNER_PREFIX if k == _K_THINK_START else
-                     _K_INNER_SUFFIX if k == _K_THINK_END else k for k in kinds]
-        self.kinds = kinds
-        self.starts = list(starts)
-        self.ends = list(ends)
-        self.n = len(kinds)
+            events = array("q", events)
+            for j in range(0, len(events), 3):
+                if events[j] == _K_THINK_START:
+                    events[j] = _K_INNER_PREFIX
+                elif events[j] == _K_THINK_END:
+                    events[j] = _K_INNER_SUFFIX
+        self.ev = events
+        self.n = len(events) // 3
         self.i = 0
         self.warnings = []
         self.waiting = False
@@ -311,18 +311,28 @@ class _Builder:
 
     # -- helpers ------------------------------------------------------------
     def kind(self, j):
-        return self.kinds[j]
+        return self.ev[3 * j]
+
+    def start(self, j):
+        return self.ev[3 * j + 1]
+
+    def end(self, j):
+        return self.ev[3 * j + 2]
 
     def _has_reasoning(self):
         # (lenient mode already mapped <think> / </think> to the delimiters)
-        return _K_INNER_PREFIX in self.kinds or _K_INNER_SUFFIX in self.kinds
+        for j in range(self.n):
+            k = self.ev[3 * j]
+            if k == _K_INNER_PREFIX or k == _K_INNER_SUFFIX:
+                return True
+        return False
 
     def error(self, j, reason, expected=""):
         if j < self.n:
-            k = self.kinds[j]
-            offset = self.starts[j]
+            k = self.kind(j)
+            offset = self.start(j)
             if k == _K_TEXT:
-                found = "text " + repr(self.text[offset:min(self.ends[j], offset + 30)])
+                found = "text " + repr(self.text[offset:min(self.end(j), offset + 30)])
             else:
                 found = _TOKEN_NAMES.get(k, "token")
         else:
@@ -342,7 +352,7 @@ class _Builder:
         """Whether event ``j`` is plain text here: text runs, and token spellings the
         renderer only ever writes as content here (``<think>`` in strict mode, image /
         audio tokens outside user turns)."""
-        k = self.kinds[j]
+        k = self.kind(j)
         # <think> tokens are still here only in strict mode (lenient mapped them)
         return (k == _K_TEXT or k == _K_THINK_START or k == _K_THINK_END
                 or (not in_user and (k == _K_IMAGE or k == _K_AUDIO)))
@@ -355,7 +365,7 @@ class _Builder:
             j += 1
         if j == start:
             return "", j
-        return self.text[self.starts[start]:self.ends[j - 1]], j
+        return self.text[self.start(start):self.end(j - 1)], j
 
     def expect(self, kind, what):
         if self.i < self.n and self.kind(self.i) == kind:
@@ -510,7 +520,7 @@ class _Builder:
         if self.i < n and self.kind(self.i) == _K_USER_END:
             self.i += 1
         else:
-            self.recover(self.i, f"user message opened at offset {self.starts[start_j]} "
+            self.recover(self.i, f"user message opened at offset {self.start(start_j)} "
                          "not closed", "<|user_end|>")
         if has_media:
             content = {"parts": parts}
@@ -522,7 +532,7 @@ class _Builder:
         start = j
         while j < self.n and self.textual(j, in_user=True):
             j += 1
-        return self.text[self.starts[start]:self.ends[j - 1]], j
+        return self.text[self.start(start):self.end(j - 1)], j
 
     def assistant_turn(self):
         """Read a turn body (after <|assistant_start|>); return whether it was closed
