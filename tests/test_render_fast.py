@@ -371,3 +371,75 @@ def test_tape_nested_values(dialect):
     for v in [nested, nested[:-1], nested[:1], [{"k": [1, "x", None, {"z": [True, 2.25]}]}], deep]:
         for _ in range(2):
             assert agree(dialect, CONV, tools=[_tool(default=v)])
+
+
+# --------------------------------------------------------------------------- matches
+
+def matches(dialect, text, messages, **kw):
+    return _render_fast.matches(text, *_args(dialect, messages, **kw))
+
+
+def _other_char(c):
+    """A character of the same width as ``c`` (so the text keeps its kind) but not ``c``."""
+    o = ord(c)
+    if o < 0x80:
+        return "b" if c == "a" else "a"
+    if o < 0x100:
+        return "é" if c != "é" else "è"
+    if o < 0x10000:
+        return "中" if c != "中" else "文"
+    return "😀" if c != "😀" else "😁"
+
+
+def check_matches(dialect, messages, positions=None, **kw):
+    """``matches`` agrees with ``fast(...) == text`` on the rendered text, on that text
+    with one character changed (each of ``positions``), and cut or extended."""
+    text = fast(dialect, messages, **kw)
+    if text is None:
+        assert matches(dialect, "", messages, **kw) is None
+        return False
+    assert matches(dialect, text, messages, **kw) is True
+    assert matches(dialect, text[:-1], messages, **kw) is False
+    assert matches(dialect, text + "x", messages, **kw) is False
+    n = len(text)
+    for i in (range(n) if positions is None else positions(n)):
+        changed = text[:i] + _other_char(text[i]) + text[i + 1:]
+        assert matches(dialect, changed, messages, **kw) is False, (i, changed[max(0, i - 20):i + 20])
+    return True
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=max(EXAMPLES // 5, 50), **_settings)
+@given(data=st.data())
+def test_matches_generated_inputs(dialect, data):
+    inputs = data.draw(S.render_inputs(dialect), label="inputs")
+    at = data.draw(st.lists(st.floats(0, 1, exclude_max=True), max_size=5), label="at")
+    check_matches(dialect, positions=lambda n: sorted({int(f * n) for f in at} | {0, n - 1}),
+                  **inputs)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("user", WIDTHS)
+@pytest.mark.parametrize("assistant", WIDTHS)
+def test_matches_every_width_and_position(dialect, user, assistant):
+    """Each character of the text changed in turn, where pieces narrower than the text
+    are compared widened (blocks of 256 characters: a long piece crosses them)."""
+    long = (user or "-") * (600 // max(len(user), 1))
+    messages = [{"role": "user", "content": long},
+                {"role": "assistant", "content": assistant},
+                {"role": "user", "content": user}]
+    near = lambda n: [i for i in range(n) if i < 80 or n - i < 80 or i % 37 == 0  # noqa: E731
+                      or (i - 90) % 256 in (0, 1, 254, 255)]
+    assert check_matches(dialect, messages, positions=near)
+    assert check_matches(dialect, messages[1:], bos_token=assistant)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_matches_declines_what_the_hot_path_declines(dialect):
+    text = fast(dialect, CONV)
+    assert matches(dialect, type("S", (str,), {})(text), CONV) is None  # not an exact str
+    assert matches(dialect, text, [{"role": "robot", "content": "x"}]) is None
+    assert matches(dialect, text, ({"role": "user", "content": "hi"},)) is None
+    # a text of another width than the render can never match, whatever its length
+    wide = text[:-1] + "😀"
+    assert len(wide) == len(text) and matches(dialect, wide, CONV) is False

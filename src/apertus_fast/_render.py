@@ -828,13 +828,30 @@ def _legacy_calls(calls, openai_shapes):
 # anything else back to ``_render_general``; without a compiler there is none. Compiled,
 # ``render`` is ``_render_fast.render`` (same signature; the hot path, then the general
 # path), which saves a call layer per conversation.
+def renders_to(text, messages, dialect, tools, enable_thinking, add_generation_prompt,
+               continue_assistant_message, date, bos_token, tools_text):
+    """Whether :func:`render` (these arguments, all positional) gives exactly ``text``.
+    Compiled, the hot path compares its pieces with ``text`` without building the
+    string; ``RenderError`` for a conversation the template rejects."""
+    if _MATCHES is not None:
+        same = _MATCHES(text, messages, dialect, tools, enable_thinking, add_generation_prompt,
+                        continue_assistant_message, date, bos_token, tools_text)
+        if same is not None:
+            return same
+    return render(messages, dialect=dialect, tools=tools, enable_thinking=enable_thinking,
+                  add_generation_prompt=add_generation_prompt,
+                  continue_assistant_message=continue_assistant_message, date=date,
+                  bos_token=bos_token, tools_text=tools_text) == text
+
+
 try:
     from . import _render_fast
 except ImportError:
-    _FAST = None
+    _FAST = _MATCHES = None
 else:
     _render_fast.configure(_render_tool, tojson, render_date, DIALECTS, _render_general)
     _FAST = _render_fast.fast
+    _MATCHES = _render_fast.matches
     _render_py = render   # the plain-Python entry (what runs without a compiler)
     _render_fast.render.__doc__ = render.__doc__
     render = _render_fast.render

@@ -339,6 +339,38 @@ cdef extern from *:
         else if (sk == 1) af_widen_14((const Py_UCS1 *)src, (Py_UCS4 *)dst + pos, n);
         else af_widen_24((const Py_UCS2 *)src, (Py_UCS4 *)dst + pos, n);
     }
+    /* Whether the exact, ready str s (of a kind no wider than kind) equals the
+       characters of the data t (of that kind) from position pos on; a narrower piece
+       is compared in blocks (no early exit inside a block, so the loop vectorises). */
+    #define AF_EQ_BLOCK(TD, TS) do { \
+        const TD *d_ = (const TD *)t + pos; const TS *a_ = (const TS *)src; \
+        Py_ssize_t i_ = 0, e_; \
+        while (i_ < n) { \
+            uint32_t acc_ = 0; \
+            e_ = n - i_ > 256 ? i_ + 256 : n; \
+            for (; i_ < e_; i_++) acc_ |= (uint32_t)d_[i_] ^ (uint32_t)a_[i_]; \
+            if (acc_) return 0; \
+        } \
+        return 1; } while (0)
+    AF_WIDEN_ATTR static int af_equal_12(const void *t, Py_ssize_t pos, const void *src, Py_ssize_t n) {
+        AF_EQ_BLOCK(Py_UCS2, Py_UCS1);
+    }
+    AF_WIDEN_ATTR static int af_equal_14(const void *t, Py_ssize_t pos, const void *src, Py_ssize_t n) {
+        AF_EQ_BLOCK(Py_UCS4, Py_UCS1);
+    }
+    AF_WIDEN_ATTR static int af_equal_24(const void *t, Py_ssize_t pos, const void *src, Py_ssize_t n) {
+        AF_EQ_BLOCK(Py_UCS4, Py_UCS2);
+    }
+    static CYTHON_INLINE int af_equal_at(const void *t, int kind, Py_ssize_t pos, PyObject *s) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+        int sk = PyUnicode_KIND(s);
+        const void *src = PyUnicode_DATA(s);
+        if (sk == kind) return memcmp((const char *)t + pos * kind, src, (size_t)n * (size_t)kind) == 0;
+        if (sk > kind) return 0;
+        if (kind == 2) return af_equal_12(t, pos, src, n);
+        if (sk == 1) return af_equal_14(t, pos, src, n);
+        return af_equal_24(t, pos, src, n);
+    }
     """
     ctypedef struct af_iter:
         pass
@@ -359,6 +391,7 @@ cdef extern from *:
         AF_T_CONST
     int af_direct
     void af_copy_into(void* dst, int kind, Py_ssize_t pos, PyObject* s)
+    bint af_equal_at(const void* t, int kind, Py_ssize_t pos, PyObject* s)
     int af_message_fields(PyObject* m, PyObject** role, PyObject** content, PyObject** tool_calls)
     int af_block_fields(PyObject* b, PyObject** type, PyObject** text, PyObject** calls,
                         PyObject** outputs)
@@ -1220,57 +1253,111 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
     return start
 
 
-cdef object fast_render(object messages, object dialect, object tools, object enable_thinking,
-                        object add_generation_prompt, object continue_assistant_message,
-                        object date, object bos_token, object tools_text):
-    """The hot path: the rendered text, or ``None`` for anything unusual (including
-    every input the template rejects)."""
+cdef inline void out_init(Out* o, PyObject** items, Py_ssize_t cap):
+    o.items = items
+    o.n = 0
+    o.cap = cap
+    o.total = 0
+    o.maxchar = 127
+    o.heap = False
+    o.keep = NULL
+
+
+cdef inline void out_free(Out* o):
+    if o.heap:
+        free(o.items)
+    if o.keep != NULL:
+        Py_DECREF(<object>o.keep)
+        o.keep = NULL
+
+
+cdef int fill(Out* o, object messages, object dialect, object tools, object enable_thinking,
+              object add_generation_prompt, object continue_assistant_message,
+              object date, object bos_token, object tools_text) except -2:
+    """The hot path: record the pieces of the rendered text in ``o``, or return BAIL
+    for anything unusual (including every input the template rejects)."""
     cdef _Dialect d
-    cdef Out o
-    cdef PyObject* items[64]
     cdef Py_ssize_t start
     global _last_dialect_name, _last_dialect
     if type(messages) is not list or type(bos_token) is not str:
-        return None
+        return BAIL
     if dialect is _last_dialect_name:
         d = _last_dialect
     elif type(dialect) is str:
         d = _dialects.get(dialect)
         if d is None:
-            return None
+            return BAIL
         _last_dialect_name = dialect
         _last_dialect = d
     else:
         name = getattr(dialect, "name", None)
         if type(name) is not str or _dialect_objects.get(name) is not dialect:
-            return None
+            return BAIL
         d = _dialects[name]
-    o.items = items
-    o.n = 0
-    o.cap = 64
-    o.total = 0
-    o.maxchar = 127
-    o.heap = False
-    o.keep = NULL
+    push(o, <PyObject*>bos_token)
     try:
-        push(&o, <PyObject*>bos_token)
-        try:
-            start = prelude(&o, <PyObject*>messages, d, date, enable_thinking, tools,
-                            tools_text)
-            if start == BAIL:
-                return None
-            if walk(&o, <PyObject*>messages, start, d, bool(continue_assistant_message)) == BAIL:
-                return None
-        except Exception:
-            return None   # the general path raises the right error
-        if add_generation_prompt:
-            push(&o, <PyObject*>ASSISTANT_START)
+        start = prelude(o, <PyObject*>messages, d, date, enable_thinking, tools, tools_text)
+        if start == BAIL:
+            return BAIL
+        if walk(o, <PyObject*>messages, start, d, bool(continue_assistant_message)) == BAIL:
+            return BAIL
+    except Exception:
+        return BAIL   # the general path raises the right error
+    if add_generation_prompt:
+        push(o, <PyObject*>ASSISTANT_START)
+    return 0
+
+
+cdef object fast_render(object messages, object dialect, object tools, object enable_thinking,
+                        object add_generation_prompt, object continue_assistant_message,
+                        object date, object bos_token, object tools_text):
+    """The rendered text, or ``None`` where the general path must render it."""
+    cdef Out o
+    cdef PyObject* items[64]
+    out_init(&o, items, 64)
+    try:
+        if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
+                continue_assistant_message, date, bos_token, tools_text) == BAIL:
+            return None
         return assemble(&o)
     finally:
-        if o.heap:
-            free(o.items)
-        if o.keep != NULL:
-            Py_DECREF(<object>o.keep)
+        out_free(&o)
+
+
+cdef bint equal_pieces(Out* o, PyObject* text):
+    """Whether the recorded pieces spell exactly ``text`` (an exact str)."""
+    cdef int kind = af_kind(text)
+    cdef const void* data = af_data(text)
+    cdef Py_ssize_t pos = 0, i
+    cdef PyObject* s
+    # equal strings have equal lengths and the same canonical width
+    if o.total != af_len(text) or o.maxchar != af_maxchar(text):
+        return False
+    for i in range(o.n):
+        s = o.items[i]
+        if not af_equal_at(data, kind, pos, s):
+            return False
+        pos += af_len(s)
+    return True
+
+
+def matches(text, messages, dialect, tools, enable_thinking, add_generation_prompt,
+            continue_assistant_message, date, bos_token, tools_text):
+    """Whether ``render`` (arguments as ``fast``'s) gives exactly ``text``, compared piece
+    by piece without building the string: ``True`` / ``False``, or ``None`` where the
+    hot path does not take the conversation (or ``text`` is not an exact ``str``)."""
+    cdef Out o
+    cdef PyObject* items[64]
+    if not af_is_str(<PyObject*>text):
+        return None
+    out_init(&o, items, 64)
+    try:
+        if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
+                continue_assistant_message, date, bos_token, tools_text) == BAIL:
+            return None
+        return equal_pieces(&o, <PyObject*>text)
+    finally:
+        out_free(&o)
 
 
 def fast(messages, dialect, tools, enable_thinking, add_generation_prompt,
