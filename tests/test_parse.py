@@ -155,6 +155,23 @@ def test_strict_rejects_text_no_conversation_renders_to():
         parse(good.replace("Deliberation: disabled", "Deliberation: maybe"), dialect="apertus-1")
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_renders_to_is_render_equality(dialect):
+    """Strict mode's check (piece by piece where compiled, else render and compare)."""
+    from apertus_fast._errors import RenderError
+    from apertus_fast._render import renders_to
+
+    msgs = [{"role": "user", "content": "Grüezi 😀"}, {"role": "assistant", "content": "Hoi"}]
+    args = (msgs, dialect, None, False, False, False, DATE, "<s>", None)
+    text = render(msgs, dialect=dialect, date=DATE)
+    assert renders_to(text, *args) is True
+    for wrong in (text[:-1], text + " ", text.replace("Hoi", "Hoy"), text.replace("😀", "😁"),
+                  text.replace("Grüezi", "Gruezi")):
+        assert renders_to(wrong, *args) is False
+    with pytest.raises(RenderError):
+        renders_to(text, [{"role": "robot", "content": "x"}], *args[1:])
+
+
 def test_invalid_utf8_and_wrong_types():
     with pytest.raises(ParseError) as info:
         parse(b"<s><|system_start|>\xff", dialect="apertus-1")

@@ -24,7 +24,7 @@ from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
-from ._render import render
+from ._render import render, renders_to
 
 __all__ = ["parse", "normalize", "ParsedConversation", "split_tool_outputs", "split_tool_calls"]
 
@@ -835,10 +835,14 @@ def _verify(text, result):
     from ._errors import RenderError
 
     try:
+        if renders_to(text, result.messages, result.dialect, None, result.enable_thinking,
+                      result.add_generation_prompt, result.continue_assistant_message,
+                      result.date, result.bos_token, result.tools_text):
+            return
         again = result.render()
     except RenderError as exc:
         raise ParseError.at(text, 0, f"no conversation renders to this text ({exc})") from None
-    if again == text:
+    if again == text:   # (only if the default date changed between the two renders)
         return
     at = _first_difference(text, again)
     expected = repr(again[at:at + 25]) if at < len(again) else "end of text"
