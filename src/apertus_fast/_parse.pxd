@@ -9,8 +9,18 @@ cdef int _K_ASSISTANT_END, _K_INNER_PREFIX, _K_INNER_SUFFIX, _K_TOOLS_PREFIX
 cdef int _K_TOOLS_SUFFIX, _K_TOOL_OUTPUT_START, _K_TOOL_OUTPUT_END, _K_IMAGE, _K_AUDIO
 cdef int _K_THINK_START, _K_THINK_END
 
-@cython.locals(n=Py_ssize_t)
+cdef bint _COMPILED
 cdef Py_ssize_t _json_end(str s, Py_ssize_t pos) except -2
+@cython.locals(c=Py_UCS4)
+cdef Py_ssize_t _json_ws(str s, Py_ssize_t i, Py_ssize_t n) except -2
+@cython.locals(c=Py_UCS4, j=Py_ssize_t)
+cdef Py_ssize_t _json_string_end(str s, Py_ssize_t i, Py_ssize_t n) except -2
+@cython.locals(start=Py_ssize_t, c=Py_UCS4, digits=Py_ssize_t, is_float=bint, e=Py_ssize_t,
+               limit=Py_ssize_t)
+cdef Py_ssize_t _json_number_end(str s, Py_ssize_t i, Py_ssize_t n) except -2
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, c=Py_UCS4, stack=list)
+cdef Py_ssize_t _json_skip(str s, Py_ssize_t pos) except -2
+cdef Py_ssize_t _json_key(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t, close=Py_ssize_t)
 cdef Py_ssize_t _find_output_group(str run) except -2
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
@@ -154,16 +155,208 @@ class ParsedConversation:
 # Splitting the bracketed lists that the format writes as plain text
 # ---------------------------------------------------------------------------
 
+#: Compiled, the builder finds JSON ends with ``_json_skip``; the plain-Python module
+#: asks the json module's C scanner (faster there than a loop in Python).
+_COMPILED = not __file__.endswith(".py")
+
+
 def _json_end(s, pos):
-    """End of the JSON value starting exactly at ``pos``, or -1."""
+    """End of the JSON value starting exactly at ``pos``, or -1 (where
+    ``json.JSONDecoder().raw_decode(s, pos)`` raises)."""
+    if _COMPILED:
+        return _json_skip(s, pos)
     if pos >= len(s) or s[pos] not in _JSON_START:
         return -1
     try:
         return _JSON.raw_decode(s, pos)[1]
     except ValueError:
         return -1
-    except RecursionError:
+    except RecursionError:  # the scanner recurses; the skipper does not
+        return _json_skip(s, pos)
+
+
+def _json_ws(s, i, n):
+    """The first index from ``i`` that is not JSON whitespace (or ``n``)."""
+    while i < n:
+        c = s[i]
+        if c != " " and c != "\n" and c != "\r" and c != "\t":
+            return i
+        i += 1
+    return n
+
+
+def _json_string_end(s, i, n):
+    """After the opening quote at ``i - 1``: the index after the closing quote, or -1.
+    The json module's rules (strict): no control characters, only its escapes."""
+    while i < n:
+        c = s[i]
+        if c == '"':
+            return i + 1
+        if c == "\\":
+            if i + 1 >= n:
+                return -1
+            c = s[i + 1]
+            if c == "u":
+                if i + 6 > n:
+                    return -1
+                for j in range(i + 2, i + 6):
+                    c = s[j]
+                    if not ("0" <= c <= "9" or "a" <= c <= "f" or "A" <= c <= "F"):
+                        return -1
+                i += 6
+                continue
+            if c not in '"\\/bfnrt':
+                return -1
+            i += 2
+            continue
+        if c < " ":
+            return -1
+        i += 1
+    return -1
+
+
+def _json_number_end(s, i, n):
+    """A number at ``i`` as the json module reads it: the longest prefix of
+    ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?``; -1 if there is none, or if it is
+    an int with more digits than ``int()`` converts (``sys.get_int_max_str_digits``)."""
+    start = i
+    if i < n and s[i] == "-":
+        i += 1
+    if i >= n:
         return -1
+    c = s[i]
+    if "1" <= c <= "9":
+        i += 1
+        while i < n and "0" <= s[i] <= "9":
+            i += 1
+    elif c == "0":
+        i += 1
+    else:
+        return -1
+    digits = i - start - (s[start] == "-")
+    is_float = False
+    if i + 1 < n and s[i] == "." and "0" <= s[i + 1] <= "9":
+        is_float = True
+        i += 2
+        while i < n and "0" <= s[i] <= "9":
+            i += 1
+    if i + 1 < n and (s[i] == "e" or s[i] == "E"):
+        e = i
+        i += 1
+        if i + 1 < n and (s[i] == "-" or s[i] == "+"):
+            i += 1
+        while i < n and "0" <= s[i] <= "9":
+            i += 1
+        if "0" <= s[i - 1] <= "9":
+            is_float = True
+        else:
+            i = e
+    if not is_float and digits > 640:
+        limit = _max_str_digits()
+        if 0 < limit < digits:
+            return -1
+    return i
+
+
+def _max_str_digits():
+    get = getattr(sys, "get_int_max_str_digits", None)
+    return get() if get is not None else 0
+
+
+def _json_skip(s, pos):
+    """End of the JSON value starting exactly at ``pos``, or -1: what
+    ``json.JSONDecoder().raw_decode(s, pos)`` answers (-1 where it raises), found
+    without building the value and without recursion (so at any depth)."""
+    n = len(s)
+    stack = []      # the open containers: True for an object, False for an array
+    i = pos
+    while True:
+        # a value at i
+        if i >= n:
+            return -1
+        c = s[i]
+        if c == '"':
+            i = _json_string_end(s, i + 1, n)
+            if i < 0:
+                return -1
+        elif c == "{":
+            i = _json_ws(s, i + 1, n)
+            if i < n and s[i] == "}":
+                i += 1
+            else:
+                i = _json_key(s, i, n)
+                if i < 0:
+                    return -1
+                stack.append(True)
+                continue
+        elif c == "[":
+            i = _json_ws(s, i + 1, n)
+            if i < n and s[i] == "]":
+                i += 1
+            else:
+                stack.append(False)
+                continue
+        elif c == "n" and s.startswith("null", i):
+            i += 4
+        elif c == "t" and s.startswith("true", i):
+            i += 4
+        elif c == "f" and s.startswith("false", i):
+            i += 5
+        elif c == "N" and s.startswith("NaN", i):
+            i += 3
+        elif c == "I" and s.startswith("Infinity", i):
+            i += 8
+        elif c == "-" and s.startswith("-Infinity", i):
+            i += 9
+        else:
+            i = _json_number_end(s, i, n)
+            if i < 0:
+                return -1
+        # after a value: close what ends here, or go on to the next item
+        while True:
+            if not stack:
+                return i
+            i = _json_ws(s, i, n)
+            if i >= n:
+                return -1
+            c = s[i]
+            if stack[-1]:
+                if c == "}":
+                    stack.pop()
+                    i += 1
+                    continue
+                if c != ",":
+                    return -1
+                i = _json_key(s, _json_ws(s, i + 1, n), n)
+                if i < 0:
+                    return -1
+                break
+            if c == "]":
+                stack.pop()
+                i += 1
+                continue
+            if c != ",":
+                return -1
+            i = _json_ws(s, i + 1, n)
+            break
+
+
+def _json_key(s, i, n):
+    """An object key at ``i`` (a string, ``:``, whitespace): the index of its value."""
+    if i >= n or s[i] != '"':
+        return -1
+    i = _json_string_end(s, i + 1, n)
+    if i < 0:
+        return -1
+    i = _json_ws(s, i, n)
+    if i >= n or s[i] != ":":
+        return -1
+    return _json_ws(s, i + 1, n)
+
+
+def _skip_json_value(s, pos=0):
+    """Tests: ``_json_skip`` (compiled or not), which ``_json_end`` uses compiled."""
+    return _json_skip(s, pos)
 
 
 def split_tool_outputs(inner: str) -> list:

@@ -1,0 +1,131 @@
+"""The parser's JSON skipper (``_parse._json_skip``) against the json module.
+
+The builder splits ``[a, b]`` tool outputs and ``{"name": arguments}`` tool calls where a
+JSON value ends. The plain-Python module asks ``json.JSONDecoder().raw_decode``; compiled,
+a skipper finds the same end without building the value. Both builds must read every
+text the same way, so the skipper must accept exactly what the json module accepts
+(strict strings, its escapes, NaN / Infinity, its number grammar, the int digit limit)
+and end where it ends; it also goes deeper than the json module's recursion limit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apertus_fast import _parse
+
+_DECODER = json.JSONDecoder()
+_settings = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def reference(s, pos):
+    """``raw_decode``'s end, -1 where it raises ``ValueError``; ``None`` on
+    ``RecursionError`` (no answer to compare with)."""
+    try:
+        return _DECODER.raw_decode(s, pos)[1]
+    except ValueError:
+        return -1
+    except RecursionError:
+        return None
+
+
+def agree(s, pos=0):
+    expected = reference(s, pos)
+    if expected is None:
+        return
+    assert _parse._skip_json_value(s, pos) == expected, (s, pos)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=20,
+)
+
+# characters that matter to the grammar, and some that do not
+ALPHABET = list('{}[]",:\\/ \t\n\r0123456789.eE+-abfnrtulsINy') + ["\x00", "\x1f", "é", "😀", "\ud800"]
+
+
+@st.composite
+def json_texts(draw):
+    value = draw(json_values)
+    text = json.dumps(value, ensure_ascii=draw(st.booleans()), allow_nan=True,
+                      indent=draw(st.sampled_from([None, 0, 2, "\t"])),
+                      separators=draw(st.sampled_from([None, (",", ":"), (" , ", " : ")])))
+    for _ in range(draw(st.integers(0, 3))):  # mutations: insert, delete, replace, cut
+        op = draw(st.sampled_from(["insert", "delete", "replace", "cut", "append"]))
+        i = draw(st.integers(0, len(text)))
+        c = draw(st.sampled_from(ALPHABET))
+        if op == "insert":
+            text = text[:i] + c + text[i:]
+        elif op == "delete":
+            text = text[:i] + text[i + 1:]
+        elif op == "replace":
+            text = text[:i] + c + text[i + 1:]
+        elif op == "cut":
+            text = text[:i]
+        else:
+            text += draw(st.sampled_from([", 1", "}", "]", " ", '"', "x", ", {\"a\": 1}"]))
+    return text
+
+
+@settings(max_examples=3000, **_settings)
+@given(text=json_texts(), data=st.data())
+def test_generated_json_and_mutations(text, data):
+    agree(text)
+    if text:
+        agree(text, data.draw(st.integers(0, len(text)), label="pos"))
+
+
+@settings(max_examples=2000, **_settings)
+@given(text=st.text(st.sampled_from(ALPHABET), max_size=30))
+def test_any_text_over_the_grammar_alphabet(text):
+    agree(text)
+
+
+@pytest.mark.parametrize("text", [
+    "", "-", "-0", "0", "00", "01", "1.", "1.5", "1.e5", "1e", "1e+", "1e5", "1E-5", "-1.5e+10x",
+    ".5", "+1", "0x10", "1_000", "NaN", "Infinity", "-Infinity", "-Inf", "nan", "infinity",
+    "null", "nul", "true", "tru", "false", "fals", "nullx", "truex",
+    '""', '"', '"\\"', '"\\""', '"\\u00e9"', '"\\u00E9"', '"\\u00g9"', '"\\u00e"', '"\\ud83d\\ude00"',
+    '"\\ud83d\\uZZZZ"', '"\\ud800"', '"\\x"', '"\\/"', '"a\tb"', '"a\x1fb"', '"a\x7fb"', '"é😀"',
+    "[]", "[ ]", "[1,]", "[,1]", "[1 2]", "[1, 2]", "[\n1\r\n,\t2]", "{}", "{ }", '{"a":1}',
+    '{"a" : 1 , "b" : [ ] }', '{"a":1,}', '{a:1}', "{1:2}", '{"a"}', '{"a":}', '{"a" 1}', "[[[]]]",
+    '{"a": {"b": [1, {"c": null}]}}', '["a", "b"] tail', "  1", "[\x0c]", "[\u00a0]",
+])
+def test_edge_cases(text):
+    agree(text)
+    for pos in range(len(text)):
+        agree(text, pos)
+
+
+def test_deeper_than_the_json_module_goes():
+    deep = "[" * 50_000 + "]" * 50_000
+    assert reference(deep, 0) is None  # the json module gives up
+    assert _parse._skip_json_value(deep, 0) == len(deep)
+    assert _parse._skip_json_value(deep[:-1], 0) == -1
+    objects = '{"a": ' * 50_000 + "1" + "}" * 50_000
+    assert _parse._skip_json_value(objects, 0) == len(objects)
+    # the splitters (json module first in the plain-Python build) read them whole
+    for value in (deep, objects):
+        assert _parse.split_tool_outputs(value + ", x, " + value) == [value, "x, " + value]
+
+
+@pytest.mark.skipif(not hasattr(sys, "set_int_max_str_digits"), reason="no int digit limit")
+@pytest.mark.parametrize("limit", [0, 640, 700, 4300])
+def test_the_int_digit_limit(limit):
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(limit)
+    try:
+        for digits in (1, 640, 641, 699, 700, 701, 4300, 4301, 9000):
+            for text in ("7" * digits, "-" + "7" * digits, "7" * digits + ".5",
+                         "7" * digits + "e1", "[" + "7" * digits + "]"):
+                agree(text)
+    finally:
+        sys.set_int_max_str_digits(old)
