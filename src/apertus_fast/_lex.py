@@ -137,6 +137,20 @@ def scan(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) 
     return buf
 
 
+_TABLE_BY_DIALECT: dict = {}   # id(dialect) -> (dialect, table) of the default core
+
+
+def scan_str(text: str, dialect: Dialect) -> array:
+    """:func:`scan` for the parser: a ``str`` and a :class:`Dialect` object, the default
+    backend, none of the checks (a ``str`` cannot hold invalid UTF-8)."""
+    entry = _TABLE_BY_DIALECT.get(id(dialect))
+    if entry is None or entry[0] is not dialect:
+        if len(_TABLE_BY_DIALECT) > 64:
+            _TABLE_BY_DIALECT.clear()
+        entry = _TABLE_BY_DIALECT[id(dialect)] = (dialect, _table(_DEFAULT_CORE, dialect))
+    return _DEFAULT_CORE.scan_chunk(entry[1], text, 0, 0, None, True)[0]
+
+
 def lex(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) -> list[Event]:
     """Lex ``data`` (``str``, or UTF-8 ``bytes``/``bytearray``/``memoryview``) with
     the tokens of ``dialect``; return the list of :class:`Event`.

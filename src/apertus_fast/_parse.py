@@ -18,6 +18,7 @@ form (``docs/format.md`` lists every ambiguity and the choice made, with the rea
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import sys
@@ -25,6 +26,7 @@ from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
+from ._lex import scan_str
 from ._render import render, renders_to
 
 __all__ = ["parse", "normalize", "ParsedConversation", "split_tool_outputs", "split_tool_calls"]
@@ -464,9 +466,7 @@ def split_tool_calls(body: str):
 
 def _events(text, d):
     """The lexer's events: the flat ``array('q')`` of ``kind, start, end`` triples."""
-    from ._lex import scan
-
-    return scan(text, d)
+    return scan_str(text, d)
 
 
 class _NeedBlocks(Exception):
@@ -616,7 +616,7 @@ class _Builder:
             if system.startswith(head) and system.endswith(tail) and \
                     len(system) == len(head) + 10 + len(tail):
                 date = system[len(head):len(head) + 10]
-                if re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) and _valid_date(date):
+                if _valid_date(date):
                     result.date = date
                     return
         elif system == d.default_system:
@@ -965,14 +965,24 @@ def _dated_parts(d):
     return parts
 
 
-def _valid_date(s):
-    import datetime
+_VALID_DATES = {}
 
-    try:
-        datetime.date.fromisoformat(s)
-    except ValueError:
-        return False
-    return True
+
+def _valid_date(s):
+    """``YYYY-MM-DD`` (ASCII digits) naming a real day (remembered: corpora repeat dates)."""
+    ok = _VALID_DATES.get(s)
+    if ok is None:
+        ok = (len(s) == 10 and s[4] == "-" and s[7] == "-"
+              and all("0" <= c <= "9" for i, c in enumerate(s) if i != 4 and i != 7))
+        if ok:
+            try:
+                datetime.date.fromisoformat(s)
+            except ValueError:
+                ok = False
+        if len(_VALID_DATES) > 4096:
+            _VALID_DATES.clear()
+        _VALID_DATES[s] = ok
+    return ok
 
 
 def _as_text(data):
