@@ -129,3 +129,37 @@ def test_the_int_digit_limit(limit):
                 agree(text)
     finally:
         sys.set_int_max_str_digits(old)
+
+
+# --------------------------------------------------------------------------- output groups
+
+def _find_output_group(run):
+    """The closing "]" of a leading ``[a, b]`` group (the specification the parser's
+    one-pass ``_output_group`` must meet, with ``split_tool_outputs`` for the items)."""
+    pos, n = 1, len(run)
+    while True:
+        if pos < n and run[pos] == "]":
+            return pos
+        end = reference(run, pos)
+        if end is not None and end > 0 and end < n and run[end] == "]":
+            return end
+        if end is not None and end > 0 and run.startswith(", ", end):
+            pos = end + 2
+            continue
+        close = run.rfind("]")
+        return close if close >= pos else -1
+
+
+_items = st.one_of(json_values.map(json.dumps), st.text(st.sampled_from(ALPHABET), max_size=6),
+                   st.sampled_from(["", "]", ", ", "x], 1", "[1]", '"a]"', "1, ]"]))
+
+
+@settings(max_examples=3000, **_settings)
+@given(items=st.lists(_items, max_size=5), tail=st.text(st.sampled_from(ALPHABET), max_size=6),
+       sep=st.sampled_from([", ", ",", "]"]))
+def test_leading_output_groups(items, tail, sep):
+    run = "[" + sep.join(items) + tail
+    close = _find_output_group(run)
+    expected = (None, run) if close < 0 else (_parse.split_tool_outputs(run[1:close]), run[close + 1:])
+    assert _parse._leading_outputs(run, True) == expected
+    assert _parse._leading_outputs(run, False) == (None, run)

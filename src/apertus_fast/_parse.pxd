@@ -22,7 +22,7 @@ cdef Py_ssize_t _json_number_end(str s, Py_ssize_t i, Py_ssize_t n) except -2
 cdef Py_ssize_t _json_skip(str s, Py_ssize_t pos) except -2
 cdef Py_ssize_t _json_key(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t, close=Py_ssize_t)
-cdef Py_ssize_t _find_output_group(str run) except -2
+cdef tuple _output_group(str run)
 
 cdef class _Builder:
     cdef public str text

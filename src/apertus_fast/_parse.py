@@ -384,34 +384,42 @@ def split_tool_outputs(inner: str) -> list:
         return items
 
 
-def _find_output_group(run):
+def _output_group(run):
     """In a text run starting with ``[`` right after ``<|tools_suffix|>`` (dialects
-    that write tool outputs as ``[a, b]``), the index of the closing ``]`` of the
-    outputs, or -1 when the run holds no output group. Consistent with
-    :func:`split_tool_outputs`: JSON items are skipped whole; the first non-JSON item
-    extends to the last ``]`` of the run."""
+    that write tool outputs as ``[a, b]``): ``(outputs, index of the closing "]")``,
+    or ``(None, -1)`` when the run holds no output group. JSON items are taken whole
+    (each JSON value followed by ``", "`` is one output); the first non-JSON item
+    extends to the last ``]`` of the run. The outputs are what
+    :func:`split_tool_outputs` makes of the text between the brackets."""
+    items = []
     pos = 1
     n = len(run)
     while True:
         if pos < n and run[pos] == "]":
-            return pos
+            items.append("")
+            return items, pos
         end = _json_end(run, pos)
         if end > 0 and end < n and run[end] == "]":
-            return end
+            items.append(run[pos:end])
+            return items, end
         if end > 0 and run.startswith(", ", end):
+            items.append(run[pos:end])
             pos = end + 2
             continue
         close = run.rfind("]")
-        return close if close >= pos else -1
+        if close < pos:
+            return None, -1
+        items.append(run[pos:close])
+        return items, close
 
 
 def _leading_outputs(run, possible):
     """A text run right after ``<|tools_suffix|>`` in the ``[a, b]`` dialects may start
     with the tool outputs: ``(outputs, rest)``, or ``(None, run)`` when it does not."""
     if possible and run.startswith("["):
-        close = _find_output_group(run)
-        if close >= 0:
-            return split_tool_outputs(run[1:close]), run[close + 1:]
+        outputs, close = _output_group(run)
+        if outputs is not None:
+            return outputs, run[close + 1:]
     return None, run
 
 
