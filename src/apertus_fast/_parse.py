@@ -265,6 +265,10 @@ def _max_str_digits():
     return get() if get is not None else 0
 
 
+#: The json module's named values, by their first character.
+_JSON_WORDS = {"n": "null", "t": "true", "f": "false", "N": "NaN", "I": "Infinity"}
+
+
 def _json_skip(s, pos):
     """End of the JSON value starting exactly at ``pos``, or -1: what
     ``json.JSONDecoder().raw_decode(s, pos)`` answers (-1 where it raises), found
@@ -298,16 +302,8 @@ def _json_skip(s, pos):
             else:
                 stack.append(False)
                 continue
-        elif c == "n" and s.startswith("null", i):
-            i += 4
-        elif c == "t" and s.startswith("true", i):
-            i += 4
-        elif c == "f" and s.startswith("false", i):
-            i += 5
-        elif c == "N" and s.startswith("NaN", i):
-            i += 3
-        elif c == "I" and s.startswith("Infinity", i):
-            i += 8
+        elif c in "ntfNI" and s.startswith(_JSON_WORDS[c], i):
+            i += len(_JSON_WORDS[c])
         elif c == "-" and s.startswith("-Infinity", i):
             i += 9
         else:
