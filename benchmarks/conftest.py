@@ -31,9 +31,9 @@ def cpu_model() -> str:
 
 
 def cpu_details() -> str:
-    """CPU family / model and cache sizes (Linux; "" elsewhere). The same VM name can
-    run on different hosts, and the render benchmark is bound by memory latency more
-    than jinja2 is, so the ratios move with the caches."""
+    """CPU family / model and cache sizes (Linux; "" elsewhere). "AMD EPYC, 2 cores"
+    says little, and the render benchmark is bound by memory latency far more than
+    jinja2 is, so its ratios move with the caches (and with the host's other load)."""
     parts = []
     try:
         fields = {}
