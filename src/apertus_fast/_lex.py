@@ -142,13 +142,16 @@ _TABLE_BY_DIALECT: dict = {}   # id(dialect) -> (dialect, table) of the default 
 
 def scan_str(text: str, dialect: Dialect) -> array:
     """:func:`scan` for the parser: a ``str`` and a :class:`Dialect` object, the default
-    backend, none of the checks (a ``str`` cannot hold invalid UTF-8)."""
+    backend, the lexer table looked up by the dialect object's identity."""
     entry = _TABLE_BY_DIALECT.get(id(dialect))
     if entry is None or entry[0] is not dialect:
         if len(_TABLE_BY_DIALECT) > 64:
             _TABLE_BY_DIALECT.clear()
         entry = _TABLE_BY_DIALECT[id(dialect)] = (dialect, _table(_DEFAULT_CORE, dialect))
-    return _DEFAULT_CORE.scan_chunk(entry[1], text, 0, 0, None, True)[0]
+    buf, _stop, _rs, err, code = _DEFAULT_CORE.scan_chunk(entry[1], text, 0, 0, None, True)
+    if err >= 0:  # (only bytes can hold invalid UTF-8)
+        raise _utf8_error(text, err, code)
+    return buf
 
 
 def lex(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) -> list[Event]:

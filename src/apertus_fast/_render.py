@@ -824,10 +824,6 @@ def _legacy_calls(calls, openai_shapes):
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
-# The compiled hot path (``_render_fast.pyx``) renders the usual conversation and hands
-# anything else back to ``_render_general``; without a compiler there is none. Compiled,
-# ``render`` is ``_render_fast.render`` (same signature; the hot path, then the general
-# path), which saves a call layer per conversation.
 def renders_to(text, messages, dialect, tools, enable_thinking, add_generation_prompt,
                continue_assistant_message, date, bos_token, tools_text):
     """Whether :func:`render` (these arguments, all positional) gives exactly ``text``.
@@ -844,6 +840,10 @@ def renders_to(text, messages, dialect, tools, enable_thinking, add_generation_p
                   bos_token=bos_token, tools_text=tools_text) == text
 
 
+# The compiled hot path (``_render_fast.pyx``) renders the usual conversation and hands
+# anything else back to ``_render_general``; without a compiler there is none. Compiled,
+# ``render`` is ``_render_fast.render`` (same signature; the hot path, then the general
+# path), which saves a call layer per conversation.
 try:
     from . import _render_fast
 except ImportError:
