@@ -243,6 +243,39 @@ def test_cache_is_bounded():
     assert agree("apertus-1", CONV, tools=[_tool(name="tool_1")])
 
 
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_texts_evicted_during_a_render_stay_alive(dialect):
+    # seven variants of one name in one render: the bucket keeps four, so texts made
+    # early in the render leave the cache before the output is assembled
+    tools = [_tool(description=f"Variant {i} " + "x" * 50 * i) for i in range(7)]
+    for _ in range(3):
+        assert agree(dialect, CONV, tools=tools)
+        assert agree(dialect, CONV, tools=tools[::-1])
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_texts_made_during_a_render_are_released(dialect):
+    import tracemalloc
+
+    # nine new texts per render: more than the render holds inline, so a list holds the rest
+    tools = [_tool(name=f"t{i}", description=f"Tool {i}. " + "y" * 200) for i in range(9)]
+
+    def renders(n):
+        for _ in range(n):
+            _render_fast.clear_tool_cache()  # every tool a miss: every text new
+            fast(dialect, CONV, tools=tools)
+
+    renders(20)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        renders(300)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 100_000, f"{grown} bytes not released after 300 renders (2.7 MB if leaked)"
+
+
 # --------------------------------------------------------------------------- entry point
 
 def test_render_is_the_compiled_entry_with_the_same_signature():

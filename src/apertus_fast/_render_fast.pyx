@@ -460,6 +460,12 @@ cdef str NEWLINE = "\n"
 cdef str CALL_OPEN = '{"'
 cdef str CALL_MID = '": '
 cdef str CALL_CLOSE = "}"
+# Pairs of tokens that often meet, as one piece each (one copy instead of two; see
+# push_joined): after a user turn, after an assistant turn, after the developer section.
+cdef str USER_END_ASSISTANT_START = USER_END + ASSISTANT_START
+cdef str ASSISTANT_END_USER_START = ASSISTANT_END + USER_START
+cdef str DEVELOPER_END_USER_START = DEVELOPER_END + USER_START
+cdef str NO_TOOLS_USER_START = NO_TOOLS + USER_START
 
 # the general renderer's helpers, installed by _render (configure())
 cdef object _render_tool = None      # _render_tool(tool, trim, jinja_json, native) -> str
@@ -565,7 +571,9 @@ cdef struct Out:
     Py_ssize_t total
     Py_UCS4 maxchar
     bint heap          # items was malloc'ed (else it is the caller's stack array)
-    PyObject* keep     # a list of strings made during the render (owned), or NULL
+    PyObject* held[4]  # the first strings made during the render (owned references)
+    int nheld
+    PyObject* keep     # a list of the others (owned), or NULL
 
 
 cdef inline int push(Out* o, PyObject* s) except -1:
@@ -595,11 +603,35 @@ cdef inline int push(Out* o, PyObject* s) except -1:
     return 0
 
 
+cdef inline int push_joined(Out* o, PyObject* s, PyObject* prev, PyObject* joined) except -1:
+    """``push(o, s)``, merged into the last piece when that is ``prev`` (``joined`` is
+    ``prev + s``, ASCII like both): the output is the same, with one piece fewer."""
+    if o.n and o.items[o.n - 1] == prev:
+        o.items[o.n - 1] = joined
+        o.total += af_len(s)
+        return 0
+    return push(o, s)
+
+
+cdef int push_user_start(Out* o) except -1:
+    cdef PyObject* last = o.items[o.n - 1] if o.n else NULL
+    if last == <PyObject*>ASSISTANT_END:
+        return push_joined(o, <PyObject*>USER_START, last, <PyObject*>ASSISTANT_END_USER_START)
+    if last == <PyObject*>NO_TOOLS:
+        return push_joined(o, <PyObject*>USER_START, last, <PyObject*>NO_TOOLS_USER_START)
+    return push_joined(o, <PyObject*>USER_START, <PyObject*>DEVELOPER_END,
+                       <PyObject*>DEVELOPER_END_USER_START)
+
+
 cdef int hold(Out* o, object s) except -1:
     """Keep ``s`` (made during the render, or cached where a later miss may evict it)
     alive until the render ends."""
     cdef list keep
-    if o.keep == NULL:
+    if o.nheld < 4:
+        Py_INCREF(s)
+        o.held[o.nheld] = <PyObject*>s
+        o.nheld += 1
+    elif o.keep == NULL:
         keep = [s]
         Py_INCREF(keep)
         o.keep = <PyObject*>keep
@@ -837,7 +869,7 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                 in_assistant = False
             content = mcontent
             if content != NULL:
-                push(o, <PyObject*>USER_START)
+                push_user_start(o)
                 if af_is_str(content):
                     push(o, content)
                 elif af_is_dict(content):
@@ -852,7 +884,8 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                 push(o, <PyObject*>USER_END)
         elif af_eq(role, "assistant", 9):
             if not in_assistant:
-                push(o, <PyObject*>ASSISTANT_START)
+                push_joined(o, <PyObject*>ASSISTANT_START, <PyObject*>USER_END,
+                            <PyObject*>USER_END_ASSISTANT_START)
                 in_assistant = True
             content = mcontent
             if content == NULL:
@@ -1260,12 +1293,17 @@ cdef inline void out_init(Out* o, PyObject** items, Py_ssize_t cap):
     o.total = 0
     o.maxchar = 127
     o.heap = False
+    o.nheld = 0
     o.keep = NULL
 
 
 cdef inline void out_free(Out* o):
+    cdef int i
     if o.heap:
         free(o.items)
+    for i in range(o.nheld):
+        Py_DECREF(<object>o.held[i])
+    o.nheld = 0
     if o.keep != NULL:
         Py_DECREF(<object>o.keep)
         o.keep = NULL
