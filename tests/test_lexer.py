@@ -166,6 +166,22 @@ def test_wide_chars_that_truncate_to_ascii_are_not_tokens(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("filler", ["a", "é", "€", "😀", "\u013c", "\U0001003c"],
+                         ids=["ascii", "latin-1", "bmp", "astral", "bmp-low-3c", "astral-low-3c"])
+def test_next_lt_found_at_every_position(backend, filler):
+    # the search for '<' steps over blocks of characters (16 at a time for 2- and
+    # 4-byte strings): a token, a lone '<' or both at every offset around the block
+    # edges, up to the end of the text (a search that stops early only costs a failed
+    # match; one that stops late or skips loses a token)
+    for n in (0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 64):
+        for p in range(n + 1):
+            for piece in ("<|user_end|>", "<", "<<|user_end|>"):
+                text = filler * p + piece + filler * (n - p)
+                assert lex(text, backend=backend) == [Event(*e) for e in naive_lex(text)], \
+                    (ascii(filler), n, p, piece)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_str_subclass_and_memoryview_formats(backend):
     class S(str):
         pass
