@@ -12,6 +12,12 @@ the whole corpus: ``render`` with ``tools=None`` (what the tool-signature sectio
 and a plain ``"".join`` of the message contents (the cost of merely walking the messages
 and building strings of that size from Python).
 
+Then the working set: ``render`` over the first k conversations, repeated so that every
+round renders as many conversations as the whole corpus, for growing k. jinja2 spends its
+time computing, apertus-fast mostly waiting for memory, so apertus-fast's time per
+conversation grows once the conversations it cycles through no longer fit in the cache
+(docs/benchmarks.md, "Where the rendering time goes").
+
 A diagnostic for whoever tunes the renderer; the numbers of record come from
 ``report.py``.
 """
@@ -51,6 +57,23 @@ def _size_slice(n: int) -> str:
 
 def _blocks(item) -> bool:
     return any(isinstance(m.get("content"), dict) and "blocks" in m["content"] for m in item["messages"])
+
+
+#: Sizes of the working-set table (first k conversations of the corpus).
+WORKING_SETS = (100, 250, 500, 1000, 2000)
+
+
+def _str_bytes(s: str) -> int:
+    return sys.getsizeof(s)
+
+
+def _footprint(x) -> int:
+    """Bytes of the objects of a JSON-like value (what a render reads)."""
+    if isinstance(x, dict):
+        return sys.getsizeof(x) + sum(_footprint(k) + _footprint(v) for k, v in x.items())
+    if isinstance(x, list):
+        return sys.getsizeof(x) + sum(_footprint(v) for v in x)
+    return sys.getsizeof(x)
 
 
 def main(argv=None) -> int:
@@ -103,6 +126,19 @@ def main(argv=None) -> int:
         n = len(jobs)
         print(f"\nwhole corpus: render {full / n * 1e6:.2f} µs/conv; with tools=None {no_tools / n * 1e6:.2f} µs/conv; "
               f"join of string contents {walk / n * 1e6:.2f} µs/conv\n")
+        print("| working set (conversations) | input + output MB | jinja2 µs/conv | apertus-fast µs/conv | speed-up |")
+        print("|---:|---:|---:|---:|---:|")
+        for k in WORKING_SETS:
+            sl = jobs[:k]
+            if len(sl) < k:
+                break
+            reps = max(1, n // k)
+            tj = best(lambda: [tpl.render(**v) for _, _, v, _ in sl], args.rounds)
+            ta = best(lambda: [[render(it["messages"], **kw) for it, _, _, kw in sl] for _ in range(reps)],
+                      args.rounds) / reps
+            mb = sum(_footprint(it) + _str_bytes(text) for it, text, _, _ in sl) / 1e6
+            print(f"| {k} | {mb:.1f} | {tj / k * 1e6:.1f} | {ta / k * 1e6:.2f} | {tj / ta:.1f}x |")
+        print()
     return 0
 
 
