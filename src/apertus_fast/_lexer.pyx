@@ -8,13 +8,13 @@ into :class:`~apertus_fast._lex.Event` objects. ``_lexer_py.py`` is the pure-Pyt
 with the same API and the same results; see ``docs/lexer.md``.
 
 Algorithm: jump to the next ``<`` (a short inline look, then ``memchr`` for bytes and
-1-byte strings, 16 characters a step with SSE2 for 2- and 4-byte strings), pick the candidate tokens
-by a hash of the two characters after ``<``, compare them (8-byte words for bytes),
-and emit ``TEXT`` for the gap before a token. For bytes, UTF-8 is validated in blocks
-ahead of the ``<`` search (16 ASCII bytes per step on the fast path) with exactly the
-strictness of ``bytes.decode``. The scan runs without the GIL for large inputs and
-without Python objects; events are written straight into the ``array('q')`` that is
-returned.
+1-byte strings, 16 characters a step with SSE2 for 2- and 4-byte strings), pick the
+candidate tokens by a hash of the two characters after ``<``, compare them (8-byte
+words for bytes), and emit ``TEXT`` for the gap before a token. For bytes, UTF-8 is
+validated in blocks ahead of the ``<`` search (16 ASCII bytes per step on the fast
+path) with exactly the strictness of ``bytes.decode``. The scan runs without the GIL
+for large inputs and without Python objects; events are written straight into the
+``array('q')`` that is returned.
 """
 
 from libc.string cimport memchr, memcmp, memcpy, memset

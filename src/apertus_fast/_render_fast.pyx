@@ -564,6 +564,10 @@ def configure(render_tool, tojson, render_date, dialects, general):
 # The output: borrowed pieces, copied once
 # ---------------------------------------------------------------------------
 
+cdef enum:
+    HELD_INLINE = 4    # strings made during a render that Out holds without a list
+
+
 cdef struct Out:
     PyObject** items
     Py_ssize_t n
@@ -571,7 +575,7 @@ cdef struct Out:
     Py_ssize_t total
     Py_UCS4 maxchar
     bint heap          # items was malloc'ed (else it is the caller's stack array)
-    PyObject* held[4]  # the first strings made during the render (owned references)
+    PyObject* held[HELD_INLINE]   # the first strings made during the render (owned)
     int nheld
     PyObject* keep     # a list of the others (owned), or NULL
 
@@ -627,7 +631,7 @@ cdef int hold(Out* o, object s) except -1:
     """Keep ``s`` (made during the render, or cached where a later miss may evict it)
     alive until the render ends."""
     cdef list keep
-    if o.nheld < 4:
+    if o.nheld < HELD_INLINE:
         Py_INCREF(s)
         o.held[o.nheld] = <PyObject*>s
         o.nheld += 1
