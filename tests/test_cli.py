@@ -503,6 +503,105 @@ def test_atomic_output_unit(tmp_path):
     assert os.listdir(tmp_path) == ["t.bin"]
 
 
+def _interrupt_when_created(monkeypatch, directory, exc):
+    """Make ``os.open`` raise ``exc`` right after it has created a file in ``directory``:
+    where a pending Ctrl-C is raised when the signal lands while the temp file is being
+    created (the real-signal test below hit this window on a loaded CI machine)."""
+    real_open = os.open
+    hits = []
+
+    def open_then_interrupt(name, flags, *args, **kwargs):
+        fd = real_open(name, flags, *args, **kwargs)
+        if os.path.dirname(os.path.abspath(name)) == str(directory) and flags & os.O_CREAT:
+            os.close(fd)
+            hits.append(name)
+            raise exc
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_interrupt)
+    return hits
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), cli._Terminated()])
+def test_atomic_output_interrupted_as_the_temp_file_appears(tmp_path, monkeypatch, exc):
+    target = tmp_path / "t.bin"
+    target.write_bytes(b"keep")
+    hits = _interrupt_when_created(monkeypatch, tmp_path, exc)
+    with pytest.raises(type(exc)):
+        with _io.atomic_output(target) as f:
+            f.write(b"never")
+    assert len(hits) == 1  # the temp file did exist
+    assert target.read_bytes() == b"keep"
+    assert os.listdir(tmp_path) == ["t.bin"]
+
+
+def test_cli_interrupted_as_the_temp_file_appears(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "rendered.jsonl"
+    out.write_text("previous content\n")
+    hits = _interrupt_when_created(monkeypatch, tmp_path, KeyboardInterrupt())
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE]) == 130
+    assert len(hits) == 1
+    assert out.read_text() == "previous content\n"
+    assert os.listdir(tmp_path) == ["rendered.jsonl"]
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_atomic_output_interrupted_as_open_returns(tmp_path, monkeypatch):
+    """The file object exists but was never bound to a name: it is closed as the
+    exception unwinds, and the temp file is still removed."""
+    real_open = open
+    opened = []
+
+    def open_then_interrupt(*args, **kwargs):
+        opened.append(real_open(*args, **kwargs))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_io, "open", open_then_interrupt, raising=False)
+    target = tmp_path / "t.bin"
+    with pytest.raises(KeyboardInterrupt):
+        with _io.atomic_output(target) as f:
+            f.write(b"never")
+    opened[0].close()
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_output_never_removes_a_file_it_did_not_create(tmp_path, monkeypatch):
+    """A temp name that is taken is somebody else's file: another name is tried, and the
+    taken one is left alone, also when writing then fails."""
+    names = iter([b"\0" * 6, b"\0" * 6, b"\1" * 6])
+    monkeypatch.setattr(_io.os, "urandom", lambda n: next(names))
+    target = tmp_path / "t.bin"
+    theirs = tmp_path / ".t.bin.000000000000.tmp"
+    theirs.write_bytes(b"theirs")
+    with pytest.raises(ValueError):
+        with _io.atomic_output(target) as f:
+            assert sorted(os.listdir(tmp_path)) == [".t.bin.000000000000.tmp", ".t.bin.010101010101.tmp"]
+            raise ValueError("boom")
+    assert theirs.read_bytes() == b"theirs"
+    assert os.listdir(tmp_path) == [theirs.name]
+
+
+def test_atomic_output_gives_up_when_every_name_is_taken(tmp_path, monkeypatch):
+    monkeypatch.setattr(_io.os, "urandom", lambda n: b"\0" * n)
+    (tmp_path / ".t.bin.000000000000.tmp").write_bytes(b"theirs")
+    with pytest.raises(FileExistsError, match="no free temporary file name"):
+        with _io.atomic_output(tmp_path / "t.bin"):
+            pass
+    assert os.listdir(tmp_path) == [".t.bin.000000000000.tmp"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_atomic_output_does_not_follow_a_planted_symlink(tmp_path, monkeypatch):
+    monkeypatch.setattr(_io.os, "urandom", lambda n: b"\0" * n)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    (tmp_path / ".t.bin.000000000000.tmp").symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        with _io.atomic_output(tmp_path / "t.bin"):
+            pass
+    assert victim.read_bytes() == b"untouched"
+
+
 def test_unwritable_output_is_exit_2(tmp_path, capsys):
     out = tmp_path / "missing-dir" / "out.jsonl"
     assert cli.main(["render", str(CONVERSATIONS), "-o", str(out)]) == 2

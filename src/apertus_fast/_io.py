@@ -19,13 +19,13 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
 import shutil
 import stat
 import sys
-import tempfile
 import time
 import zlib
 from contextlib import contextmanager, suppress
@@ -187,6 +187,16 @@ def stdout_binary():
     return buf
 
 
+#: Names tried before :func:`atomic_output` gives up (each has 48 random bits).
+_TEMP_ATTEMPTS = 100
+
+
+def _owner_only(name: str, flags: int) -> int:
+    """``open`` opener for the temp file: readable by the owner only until the final
+    ``chmod``, and never through a symlink planted under its name."""
+    return os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+
+
 def _new_file_mode(path: str) -> int:
     """Permissions for the replacement: those of the existing file, else 0666 & ~umask."""
     try:
@@ -218,10 +228,25 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
         compress = path.endswith(".gz")
     directory = os.path.dirname(os.path.abspath(path))
     mode = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
+    prefix = os.path.join(directory, "." + os.path.basename(path) + ".")
+    # The temp file is created inside the ``try``, under a name chosen before it exists,
+    # so a Ctrl-C or SIGTERM raised the instant the file appears (a pending signal is
+    # raised as soon as ``open`` returns) still removes it. ``tempfile.mkstemp`` cannot
+    # promise that: its name is only known once it has returned, and a signal raised in
+    # between left the file behind (seen in CI under load).
+    tmp = ""
     try:
-        with open(fd, "wb", buffering=buffer_size) as f:
+        for _ in range(_TEMP_ATTEMPTS):
+            tmp = f"{prefix}{os.urandom(6).hex()}.tmp"
+            try:
+                f = open(tmp, "xb", buffering=buffer_size, opener=_owner_only)
+            except FileExistsError:
+                tmp = ""  # somebody else's file: never remove it
+                continue
+            break
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary file name", prefix + "*.tmp")
+        with f:
             if compress:
                 # mtime=0 and no name: the same input gives the same bytes.
                 with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
@@ -234,8 +259,9 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
+        if tmp:
+            with suppress(OSError):
+                os.unlink(tmp)
         raise
 
 
