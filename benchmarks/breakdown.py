@@ -12,6 +12,12 @@ the whole corpus: ``render`` with ``tools=None`` (what the tool-signature sectio
 and a plain ``"".join`` of the message contents (the cost of merely walking the messages
 and building strings of that size from Python).
 
+Then the memory traffic: the 64-byte cache lines a render of each conversation reads
+(its messages' and tools' objects) and writes (the output string), counted from the
+objects' addresses and sizes (CPython 3.11-3.13, whose dict layout it reads), and the
+whole corpus rendered dropping each output at once, so that the next one is written into
+memory that is still cached, against keeping them as the benchmark does.
+
 Then the working set: ``render`` over the first k conversations, repeated so that every
 round renders as many conversations as the whole corpus, for growing k. jinja2 spends its
 time computing, apertus-fast mostly waiting for memory, so apertus-fast's time per
@@ -76,6 +82,70 @@ def _footprint(x) -> int:
     return sys.getsizeof(x)
 
 
+def _lines_of(addr: int, size: int) -> range:
+    return range(addr // 64, (addr + size - 1) // 64 + 1)
+
+
+def _dict_keys_span(d: dict) -> tuple[int, int]:
+    """(address, bytes) of a combined dict's key table: header, indices, entries.
+    CPython 3.11-3.13 layout (the one ``_render_fast`` reads directly)."""
+    import ctypes
+
+    keys = ctypes.c_void_p.from_address(id(d) + 4 * ctypes.sizeof(ctypes.c_void_p)).value
+    log2_index_bytes = ctypes.c_uint8.from_address(keys + 9).value
+    unicode_keys = ctypes.c_uint8.from_address(keys + 10).value != 0
+    nentries = ctypes.c_ssize_t.from_address(keys + 24).value
+    return keys, 32 + (1 << log2_index_bytes) + nentries * (16 if unicode_keys else 24)
+
+
+def cache_lines(item: dict, output: str) -> dict[str, set] | None:
+    """The 64-byte lines a render of ``item`` reads (its messages, then the lines of its
+    tools not already counted) and writes (the output string), from the objects'
+    addresses and sizes; None where the dict layout is unknown (not CPython 3.11-3.13)."""
+    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+        return None
+    import ctypes
+
+    def walk(x, acc: set, kinds: dict):
+        def add(kind, r):
+            new = set(r) - acc
+            acc.update(new)
+            kinds[kind] = kinds.get(kind, 0) + len(new)
+
+        if isinstance(x, str):
+            add("string headers", _lines_of(id(x), min(56, sys.getsizeof(x))))
+            add("string characters beyond the header", _lines_of(id(x), sys.getsizeof(x)))
+        elif isinstance(x, dict):
+            add("dicts and their entry tables", _lines_of(id(x) - 16, 16 + 6 * ctypes.sizeof(ctypes.c_void_p)))
+            add("dicts and their entry tables", _lines_of(*_dict_keys_span(x)))
+            for k, v in x.items():
+                add("keys (shared across a JSON document)", _lines_of(id(k), sys.getsizeof(k)))
+                walk(v, acc, kinds)
+        elif isinstance(x, list):
+            add("lists", _lines_of(id(x) - 16, 16 + 5 * ctypes.sizeof(ctypes.c_void_p)))
+            if x:
+                items = ctypes.c_void_p.from_address(id(x) + 3 * ctypes.sizeof(ctypes.c_void_p)).value
+                add("lists", _lines_of(items, 8 * len(x)))
+            for v in x:
+                walk(v, acc, kinds)
+        else:
+            add("numbers, booleans, None", _lines_of(id(x), sys.getsizeof(x)))
+
+    seen: set = set()
+    kinds: dict = {}
+    walk(item["messages"], seen, kinds)
+    messages = len(seen)
+    if item["tools"]:
+        walk(item["tools"], seen, kinds)
+    return {"messages": messages, "tools": len(seen) - messages,
+            "output": len(_lines_of(id(output), sys.getsizeof(output))), **kinds}
+
+
+def _render_dropping(render, jobs) -> None:
+    for it, _, _, kw in jobs:
+        render(it["messages"], **kw)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -123,9 +193,27 @@ def main(argv=None) -> int:
         walk = best(lambda: ["".join(m["content"] if isinstance(m["content"], str) else "" for m in it["messages"])
                              for it, _, _, _ in jobs], args.rounds)
         full = best(lambda: [render(it["messages"], **kw) for it, _, _, kw in jobs], args.rounds)
+        dropped = best(lambda: _render_dropping(render, jobs), args.rounds)
         n = len(jobs)
-        print(f"\nwhole corpus: render {full / n * 1e6:.2f} µs/conv; with tools=None {no_tools / n * 1e6:.2f} µs/conv; "
+        print(f"\nwhole corpus: render {full / n * 1e6:.2f} µs/conv (keeping the outputs, as the benchmark "
+              f"does; dropping each at once, so that its memory is reused while cached: "
+              f"{dropped / n * 1e6:.2f}); with tools=None {no_tools / n * 1e6:.2f} µs/conv; "
               f"join of string contents {walk / n * 1e6:.2f} µs/conv\n")
+        counts = [cache_lines(it, render(it["messages"], **kw)) for it, _, _, kw in jobs]
+        if counts[0] is None:
+            print("(cache-line counts need CPython 3.11-3.13)\n")
+        else:
+            print("| cache lines a render touches (64 bytes), mean per conversation | lines |")
+            print("|---|---:|")
+            for key in ("messages", "tools", "output"):
+                what = {"messages": "read: the messages", "tools": "read: the tools (lines not shared with the messages)",
+                        "output": "written: the output string"}[key]
+                print(f"| {what} | {sum(c[key] for c in counts) / n:.0f} |")
+            kinds = sorted({k for c in counts for k in c} - {"messages", "tools", "output"},
+                           key=lambda k: -sum(c.get(k, 0) for c in counts))
+            for k in kinds:
+                print(f"| of which read: {k} | {sum(c.get(k, 0) for c in counts) / n:.0f} |")
+            print()
         print("| working set (conversations) | input + output MB | jinja2 µs/conv | apertus-fast µs/conv | speed-up |")
         print("|---:|---:|---:|---:|---:|")
         for k in WORKING_SETS:
