@@ -75,6 +75,41 @@ def test_wild_conversations(dialect, data):
     check(dialect, **data.draw(S.wild_render_inputs(dialect), label="inputs"))
 
 
+class Marked(str):
+    """A string whose ``str()`` is not its characters (as a ``(str, Enum)`` member's is
+    not): the template prints ``str(x)`` for ``{{ x }}`` but uses the characters when it
+    concatenates, compares or serialises ``x``."""
+
+    def __str__(self):
+        return "\u00ab" + str.__str__(self) + "\u00bb"
+
+
+def _marked(x):
+    """``x`` with every string value (dict keys excepted) a :class:`Marked`."""
+    if type(x) is str:
+        return Marked(x)
+    if type(x) is dict:
+        return {k: _marked(v) for k, v in x.items()}
+    if type(x) is list:
+        return [_marked(v) for v in x]
+    return x
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@settings(max_examples=max(1, EXAMPLES // 5), **_settings)
+@given(data=st.data())
+def test_string_subclasses_print_as_the_template_prints_them(dialect, data):
+    """Where the template prints a value it calls ``str()``; elsewhere it uses the
+    characters. Every string of a realistic input replaced by a subclass with its own
+    ``__str__`` shows which is which (the compiled path leaves such inputs to the
+    general one)."""
+    inputs = data.draw(S.render_inputs(dialect), label="inputs")
+    inputs["messages"] = _marked(inputs["messages"])
+    if inputs.get("tools") is not None:
+        inputs["tools"] = _marked(inputs["tools"])
+    check(dialect, **inputs)
+
+
 # ---------------------------------------------------------------------------------------
 # the flags, explicitly: every combination on a few fixed conversations
 

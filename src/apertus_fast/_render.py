@@ -662,7 +662,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                         out.append(tout_close)
                         in_tool = False
                     fmt = _FMT_STRING
-                    out.append(content)
+                    out.append(text(content))  # {{ message.content }}: str(), as for a subclass
                 elif is_mapping(content) and "blocks" in content and fmt != _FMT_STRING:
                     fmt = _FMT_MAPPING
                     first = True
@@ -740,7 +740,7 @@ def _user(content, d, out):
     """A user message that has ``content``."""
     out.append(USER_START)
     if isinstance(content, str):
-        out.append(content)
+        out.append(text(content))  # {{ message.content }}: str(), as for a subclass
     elif is_mapping(content) and "parts" in content:
         _user_parts(attr(content, "parts"), d, out)
     elif d.list_user_content and not is_mapping(content) and is_iterable(content):
