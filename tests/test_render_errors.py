@@ -14,6 +14,7 @@ Template line numbers below are those of ``apertus-format-reference.jinja``
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass, field
 
 import pytest
@@ -291,3 +292,41 @@ def test_openai_tool_specs_are_unwrapped(dialect):
     else:  # the template itself fails on them: apertus-fast is deliberately lenient
         with pytest.raises(OracleError):
             oracle_render(messages, dialect=dialect, tools=OPENAI_TOOLS, date=DATE)
+
+
+# --------------------------------------------------------------------------- the date argument
+
+BAD_DATES = ["2026-13-01", "2026-02-30", "tomorrow", "", "20260101", "2026-W01-1",
+             "2026-01-01T00:00", " 2026-01-01", 20260101, 1.5, b"2026-01-01", ["2026-01-01"]]
+
+
+@pytest.mark.parametrize("dialect", ALL)
+@pytest.mark.parametrize("system", [False, True], ids=["default system prompt", "own system prompt"])
+@pytest.mark.parametrize("date", BAD_DATES, ids=repr)
+def test_a_bad_date_is_an_argument_error(dialect, system, date):
+    """Whether or not the conversation uses the date (a system message of its own
+    replaces the dated default), a bad one is a RenderError blaming no message, on
+    both paths."""
+    from apertus_fast import _render
+
+    messages = [{"role": "system", "content": "s"}] if system else []
+    messages.append({"role": "user", "content": "x"})
+    render(messages, dialect=dialect, date="2026-01-01")  # a good date checked just before
+    for fn in (render, _render.render):
+        with pytest.raises(RenderError, match=r"^date must be") as info:
+            fn(messages, dialect=dialect, date=date)
+        assert info.value.message_index is None
+
+
+class _DateString(str):
+    def __str__(self):
+        return "not the date"
+
+
+@pytest.mark.parametrize("dialect", ALL)
+@pytest.mark.parametrize("date", [_dt.date(2026, 1, 2), _dt.datetime(2026, 1, 2, 23, 59),
+                                  _DateString("2026-01-02")], ids=repr)
+def test_date_objects_and_string_subclasses(dialect, date):
+    messages = [{"role": "user", "content": "x"}]
+    assert render(messages, dialect=dialect, date=date) == render(messages, dialect=dialect,
+                                                                  date="2026-01-02")

@@ -514,11 +514,14 @@ def render_date(date=None):
             _today = _time.strftime("%Y-%m-%d", _time.localtime(now))
             _today_second = now
         return _today
-    if type(date) is str:
+    if type(date) is str or isinstance(date, str):
         cached = _date_cache.get(date)
         if cached is not None:
             return cached
         try:
+            # fromisoformat alone would take "20260101" and "2026-W01-1" on 3.11+ only
+            if len(date) != 10 or date[4] != "-" or date[7] != "-":
+                raise ValueError
             value = _dt.date.fromisoformat(date).strftime("%Y-%m-%d")
         except ValueError:
             raise RenderError(f"date must be 'YYYY-MM-DD', got {date!r}") from None
@@ -563,8 +566,10 @@ def render(
     chat template of ``dialect`` produces.
 
     ``tools`` are JSON-schema tool specs (flat ``{"name", "description", "parameters"}``
-    or OpenAI-shaped ``{"type": "function", "function": {...}}``); ``date`` fixes the
-    default system prompt's date (``None``: today); ``continue_assistant_message``
+    or OpenAI-shaped ``{"type": "function", "function": {...}}``); ``date`` (a
+    ``datetime.date`` or ``"YYYY-MM-DD"``) fixes the default system prompt's date
+    (``None``: today), and a bad one raises ``RenderError`` whether or not the
+    conversation uses it; ``continue_assistant_message``
     leaves the last assistant turn open (read by ``apertus-1`` and ``apertus-1.5``).
     ``tools_text`` is an already rendered tool section (``render_tools(tools,
     dialect)``, or ``parse(...).tools_text``) used verbatim instead of ``tools``: render
@@ -585,6 +590,11 @@ def _render_general(messages, dialect, tools, enable_thinking, add_generation_pr
         d = get_dialect(dialect)
     if type(messages) is not list and not isinstance(messages, (list, tuple)):
         raise RenderError(f"messages must be a list of message dicts, got {type(messages).__name__}")
+    if date is not None:
+        # Checked whether or not the conversation uses it (one with its own system prompt
+        # does not), so that a bad date fails a corpus's first conversation, not some
+        # later one, and is not blamed on a message.
+        render_date(date)
     try:
         system, start = _system_prompt(messages, d, date)
     except _ERRORS as exc:

@@ -471,6 +471,7 @@ cdef str NO_TOOLS_USER_START = NO_TOOLS + USER_START
 cdef object _render_tool = None      # _render_tool(tool, trim, jinja_json, native) -> str
 cdef object _tojson = None           # tojson(x, jinja_builtin) -> str
 cdef object _render_date = None      # render_date(date) -> "YYYY-MM-DD"
+cdef object _checked_date = None     # the last date argument render_date accepted
 cdef dict _dialects = {}             # name -> _Dialect
 cdef dict _dialect_objects = {}      # name -> the Dialect object of _dialects.DIALECTS
 cdef object _general = None          # _render._render_general (positional arguments)
@@ -1218,6 +1219,10 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
     cdef PyObject* content
     cdef Py_ssize_t start = 0, i, n
     cdef object system, day, text
+    global _checked_date
+    if date is not None and date is not _checked_date:
+        _render_date(date)  # a bad date raises: the general path reports it
+        _checked_date = date
     if af_list_len(messages):
         first = af_list_item(messages, 0)
         if not af_is_dict(first):
