@@ -1039,3 +1039,10 @@ def test_validate_end_to_end(tmp_path, capsys):
 
     assert cli.main(["validate", str(RENDERED_15), "--dialect", "apertus-1.5"]) == 0
     assert "checked 1, ok 1, failed 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("date", ["2026-13-01", "20260101", "tomorrow", ""])
+def test_bad_date_is_a_usage_error(date, capsys):
+    assert cli.main(["render", str(CONVERSATIONS), "--date", date]) == 2
+    err = capsys.readouterr().err
+    assert f"argument --date: expected a date as YYYY-MM-DD, got {date!r}" in err

@@ -24,7 +24,7 @@ import time
 from . import _io
 from ._dialects import DEFAULT_DIALECT, DIALECTS
 from ._errors import ParseError, RenderError
-from ._render import render
+from ._render import render, render_date
 
 __all__ = ["main", "build_parser"]
 
@@ -125,9 +125,10 @@ def _version() -> str:
 
 
 def _date_arg(value: str) -> str:
+    """``--date``: the rule of ``render``'s ``date`` (exactly ``YYYY-MM-DD``)."""
     try:
-        return _dt.date.fromisoformat(value).isoformat()
-    except ValueError:
+        return render_date(value)
+    except RenderError:
         raise argparse.ArgumentTypeError(f"expected a date as YYYY-MM-DD, got {value!r}") from None
 
 
