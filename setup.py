@@ -6,6 +6,7 @@ A failed compilation is not fatal either (the extensions are optional).
 """
 
 import os
+import sys
 
 from setuptools import setup
 
@@ -26,6 +27,11 @@ def _extensions():
     try:
         from Cython.Build import cythonize
     except ImportError:
+        # `pip install .` brings Cython itself (pyproject.toml's build requirements); a
+        # direct `python setup.py build_ext` does not, and would otherwise do nothing.
+        sys.stderr.write("apertus-fast: Cython is not installed, so nothing is compiled; the "
+                         "package runs on its pure-Python twins (pip install cython, or "
+                         "pip install -e .)\n")
         return []
     from setuptools import Extension
 
