@@ -7,7 +7,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,pathlib;print(hashlib.sha1(b''.join(pathlib.Path(p).read_bytes() for p in ['pyproject.toml','setup.py','src/apertus_fast/_lexer.pyx','src/apertus_fast/_render.py','src/apertus_fast/_render.pxd','src/apertus_fast/_parse.py','src/apertus_fast/_parse.pxd'])).hexdigest()[:12])")
+# The stamp names a hash of what the build compiles (setup.py's modules and their .pxd
+# files), so that editing any of them reinstalls, which recompiles.
+STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,pathlib;s=pathlib.Path('src/apertus_fast');print(hashlib.sha1(b''.join(p.read_bytes() for p in [pathlib.Path('pyproject.toml'),pathlib.Path('setup.py'),s/'_render.py',s/'_parse.py',*sorted(s.glob('*.pyx')),*sorted(s.glob('*.pxd'))])).hexdigest()[:12])")
 OUT    ?= out
 PYTEST_ARGS ?=
 
