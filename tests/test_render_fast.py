@@ -295,6 +295,34 @@ def test_render_is_the_compiled_entry_with_the_same_signature():
         _render.render([{"role": "robot", "content": "x"}])  # declined, then the general path raises
 
 
+def test_the_private_module_imported_first_configures_itself():
+    """``_render_fast`` is configured by ``_render``'s import; imported on its own first,
+    it used to decline every conversation (empty tables) and then fail with a TypeError
+    for want of a general path. Fresh interpreters, since this one is configured."""
+    import subprocess
+    import sys
+
+    calls = {
+        "render": "_render_fast.render(m, date='2026-01-01')",
+        "fast": "_render_fast.fast(m, 'apertus-1', None, False, False, False, '2026-01-01', '<s>', None)",
+        "matches": "_render_fast.matches(text, m, 'apertus-1', None, False, False, False, '2026-01-01', '<s>', None)",
+    }
+    expected = {
+        "render": _render.render([{"role": "user", "content": "hi"}], date="2026-01-01"),
+        "fast": _render.render([{"role": "user", "content": "hi"}], dialect="apertus-1", date="2026-01-01"),
+        "matches": True,
+    }
+    text = expected["fast"]
+    for name, call in calls.items():
+        code = ("import json; from apertus_fast import _render_fast; "
+                f"m = [{{'role': 'user', 'content': 'hi'}}]; text = {text!r}; "
+                f"print(json.dumps({call}))")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == expected[name], name
+
+
 # --------------------------------------------------------------------------- dict reading
 
 @contextlib.contextmanager

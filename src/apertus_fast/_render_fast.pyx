@@ -1318,6 +1318,17 @@ cdef inline void out_free(Out* o):
         o.keep = NULL
 
 
+cdef int configure_now() except -1:
+    """Importing ``_render`` configures this module (``configure``). ``apertus_fast``
+    imports it on first use of ``render``; this covers code that imports the private
+    module first, whose tables would otherwise be empty (every conversation declined,
+    then no general path to hand it to)."""
+    import apertus_fast._render
+    if _general is None:
+        raise ImportError("apertus_fast._render did not configure _render_fast")
+    return 0
+
+
 cdef int fill(Out* o, object messages, object dialect, object tools, object enable_thinking,
               object add_generation_prompt, object continue_assistant_message,
               object date, object bos_token, object tools_text) except -2:
@@ -1326,6 +1337,8 @@ cdef int fill(Out* o, object messages, object dialect, object tools, object enab
     cdef _Dialect d
     cdef Py_ssize_t start
     global _last_dialect_name, _last_dialect
+    if _general is None:
+        configure_now()
     if type(messages) is not list or type(bos_token) is not str:
         return BAIL
     if dialect is _last_dialect_name:
