@@ -8,6 +8,7 @@ text back to the exact structure, and use it as a drop-in for the reference pack
     conv = apertus_fast.parse(text, dialect="apertus-1.5")
 
     import apertus_fast as apertus_format      # drop-in for the reference package
+    apertus_fast.install_as_apertus_format()   # ... also for `from apertus_format import X`
 
 Names are loaded on first use, so ``import apertus_fast`` is cheap.
 """
@@ -59,7 +60,7 @@ _EXPORTS = {
     "ApertusFormatter": "_formatter",
 }
 
-__all__ = sorted(_EXPORTS) + ["BACKEND", "backends", "__version__"]
+__all__ = sorted(_EXPORTS) + ["BACKEND", "backends", "install_as_apertus_format", "__version__"]
 
 #: Modules that are compiled by Cython when the package is built with a compiler.
 #: ``_render_fast`` (the renderer's hot path) exists only compiled: without it, the
@@ -82,6 +83,23 @@ def backends() -> dict[str, str]:
         else:
             result[name] = "python" if origin.endswith(".py") else "cython"
     return result
+
+
+def install_as_apertus_format():
+    """Make ``import apertus_format`` load apertus-fast, as ``pymysql.install_as_MySQLdb()``
+    does for MySQLdb.
+
+    ``import apertus_fast as apertus_format`` serves code in the same file. Code
+    elsewhere that runs ``import apertus_format`` or ``from apertus_format import
+    Message`` looks the name up in ``sys.modules``, so call this once at start-up,
+    before that code is imported. It replaces the reference package if that is
+    installed (or already imported: modules that imported it before keep their
+    references). Returns the ``apertus_fast`` module."""
+    import sys
+
+    module = sys.modules[__name__]
+    sys.modules["apertus_format"] = module
+    return module
 
 
 def _backend() -> str:

@@ -1,0 +1,100 @@
+"""The Python examples in the README and the docs run as written.
+
+Every fenced ``python`` block of a document runs, in order, in one fresh interpreter
+(the blocks of a document build on each other, and the drop-in examples change
+``sys.modules``). A few names that the prose leaves to the reader (a model's completion,
+a stream of chunks) are defined first by ``PRELUDE``. Blocks that show signatures
+rather than code are listed in ``SIGNATURES`` and skipped by their first line.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+PRELUDE = {
+    "README.md": (
+        "import apertus_fast\n"
+        "prompt = apertus_fast.render([{'role': 'user', 'content': 'Hi'}], dialect='apertus-1.5',"
+        " add_generation_prompt=True, enable_thinking=True)\n"
+        "completion = '<|inner_prefix|>Think.<|inner_suffix|>Hello.<|assistant_end|>'\n"
+        "text_or_utf8_bytes = '<|user_start|>Hi<|user_end|>'.encode()\n"
+        "stream = ['<|user_st', 'art|>Grüezi<|user_', 'end|>']\n"
+    ),
+    "docs/lexer.md": (
+        "from apertus_fast._lex import Lexer\n"
+        "model_output = ['<|assistant_start|><|inner_pre', 'fix|>hm<|inner_suffix|>Hi', '!<|assist', 'ant_end|>']\n"
+    ),
+}
+
+#: first lines of blocks that are signatures, not runnable code
+SIGNATURES = (
+    "class Event(NamedTuple):",
+    "from apertus_fast._lex import lex, scan, Lexer, Event, LEXER_BACKEND",
+    'lx = Lexer(dialect="apertus-format-reference", *, backend=None)',
+)
+
+DOCS = ["README.md", "docs/dropin.md", "docs/lexer.md", "docs/cli.md"]
+
+
+def python_blocks(path: pathlib.Path) -> list[str]:
+    blocks = re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), flags=re.M | re.S)
+    return [b for b in blocks if not b.startswith(SIGNATURES)]
+
+
+def test_every_document_with_python_examples_is_checked():
+    with_examples = {str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+                     if python_blocks(p)}
+    assert with_examples == set(DOCS)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_examples_run(doc, tmp_path):
+    blocks = python_blocks(ROOT / doc)
+    assert blocks
+    if doc == "docs/cli.md":  # reads corpus.jsonl.gz from the working directory
+        import gzip
+
+        with gzip.open(tmp_path / "corpus.jsonl.gz", "wb") as f:
+            f.write((ROOT / "samples" / "conversations.jsonl").read_bytes())
+    program = PRELUDE.get(doc, "") + "\n".join(blocks)
+    script = tmp_path / "examples.py"
+    script.write_text(program, encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"{doc}: the examples fail:\n{run.stderr[-3000:]}"
+    if doc == "docs/cli.md":
+        assert (tmp_path / "rendered.jsonl").stat().st_size > 0
+
+
+def test_install_as_apertus_format_serves_from_imports(tmp_path):
+    """The reference package's own import style, from another module."""
+    (tmp_path / "user_code.py").write_text(
+        "from apertus_format import ApertusFormatter, Conversation, Message\n"
+        "import apertus_format\n"
+        "def go():\n"
+        "    conv = Conversation([Message.user('Hi')])\n"
+        "    return apertus_format.__name__, ApertusFormatter().format_conversation(conv)\n",
+        encoding="utf-8")
+    program = ("import apertus_fast, sys\n"
+               "assert apertus_fast.install_as_apertus_format() is apertus_fast\n"
+               "import user_code\n"
+               "name, text = user_code.go()\n"
+               "print(name); print(text.endswith('<|user_start|>Hi<|user_end|>'))\n")
+    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["apertus_fast", "True"]
+
+
+def test_without_install_the_alias_is_only_a_local_name():
+    """Why install_as_apertus_format exists (and what the docs say about it)."""
+    program = ("import apertus_fast as apertus_format\n"
+               "import sys; print('apertus_format' in sys.modules)\n")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "False"
