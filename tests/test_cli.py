@@ -605,7 +605,86 @@ def test_atomic_output_does_not_follow_a_planted_symlink(tmp_path, monkeypatch):
 def test_unwritable_output_is_exit_2(tmp_path, capsys):
     out = tmp_path / "missing-dir" / "out.jsonl"
     assert cli.main(["render", str(CONVERSATIONS), "-o", str(out)]) == 2
-    assert "cannot write" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the output is named, not the temp file nobody asked for
+    assert f"cannot write {out}: No such file or directory" in err and ".tmp" not in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_atomic_output_through_a_symlink_replaces_its_target(tmp_path):
+    target = tmp_path / "data" / "out.jsonl"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(target)
+    with _io.atomic_output(link) as f:
+        f.write(b"new")
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == b"new"
+    assert sorted(os.listdir(target.parent)) == ["out.jsonl"]  # the temp file was beside the target
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "data" / "made.jsonl")
+    with _io.atomic_output(dangling) as f:
+        f.write(b"made")
+    assert dangling.is_symlink() and (tmp_path / "data" / "made.jsonl").read_bytes() == b"made"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+def test_atomic_output_writes_into_a_named_pipe(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    # the reading end is opened first (without blocking), so opening the pipe for
+    # writing returns at once and the data waits in the pipe's buffer
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with _io.atomic_output(fifo) as f:
+            f.write(b"through the pipe\n")
+        got = os.read(reader, 1024)
+    finally:
+        os.close(reader)
+    assert got == b"through the pipe\n"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still a pipe, not a regular file
+    assert os.listdir(tmp_path) == ["pipe"]
+
+
+def test_atomic_output_writes_into_a_device(tmp_path):
+    """``-o /dev/null`` (as root: the system's node) must stay a device. Tested on a
+    node of our own where the system lets us make one, else on /dev/null itself after
+    checking that it would be written in place."""
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (OSError, AttributeError):
+        assert _io._writes_in_place("/dev/null")
+        node = Path("/dev/null")
+    assert _io._writes_in_place(node)
+    with _io.atomic_output(node) as f:
+        f.write(b"gone")
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc")
+def test_atomic_output_to_a_descriptor_name_writes_through_it(tmp_path):
+    """``-o /dev/stdout`` with stdout redirected to a file: the data goes to the open
+    descriptor (as ``> file`` set it up), and the file is not replaced behind it."""
+    target = tmp_path / "redirected"
+    with open(target, "wb") as held:
+        inode = os.fstat(held.fileno()).st_ino
+        link = tmp_path / "stdout"
+        link.symlink_to(f"/proc/self/fd/{held.fileno()}")
+        assert _io._writes_in_place(link)
+        assert _io._writes_in_place(f"/dev/fd/{held.fileno()}")
+        with _io.atomic_output(link) as f:
+            f.write(b"via the descriptor")
+    assert target.read_bytes() == b"via the descriptor"
+    assert os.stat(target).st_ino == inode
+    assert sorted(os.listdir(tmp_path)) == ["redirected", "stdout"]
+
+
+def test_regular_files_and_new_names_are_replaced_atomically(tmp_path):
+    (tmp_path / "f").write_bytes(b"")
+    assert not _io._writes_in_place(tmp_path / "f")
+    assert not _io._writes_in_place(tmp_path / "new")
 
 
 def test_unreadable_input_is_exit_2(tmp_path, capsys):
@@ -663,6 +742,47 @@ def test_no_progress_flag(monkeypatch):
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
     assert cli.main(["render", str(CONVERSATIONS), "--no-progress", "--date", DATE]) == 0
     assert "\r" not in tty.getvalue()
+
+
+def _cli_on_a_terminal(tmp_path, *args):
+    """Run the CLI with stdin, stdout and stderr on one pseudo-terminal, as in an
+    interactive shell; returns what the terminal showed."""
+    import pty
+    import select
+
+    program = ("import sys; from apertus_fast import _io, cli\n"
+               "_io.PROGRESS_INTERVAL = 0.0\n"
+               f"sys.exit(cli.main({list(args)!r}))\n")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", program], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": PKG_ROOT})
+    os.close(slave)
+    shown = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    proc.wait(60)
+    os.close(master)
+    assert proc.returncode == 0, shown.decode("utf-8", "replace")
+    return shown.decode("utf-8", "replace")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_no_progress_bar_in_the_middle_of_output_on_the_same_terminal(tmp_path):
+    shown = _cli_on_a_terminal(tmp_path, "render", str(CONVERSATIONS), "--date", DATE)
+    assert "<|user_start|>" in shown and "rendered 31, failed 0" in shown
+    assert "lines/s" not in shown.split("rendered 31")[0] and "\x1b[K" not in shown
+    # the control: with the output in a file, the same terminal shows the bar
+    shown = _cli_on_a_terminal(tmp_path, "render", str(CONVERSATIONS), "--date", DATE, "-o", "out.jsonl")
+    assert "lines/s" in shown and "\x1b[K" in shown
 
 
 def test_progress_throttles_redraws():

@@ -207,6 +207,36 @@ def _new_file_mode(path: str) -> int:
         return 0o666 & ~mask
 
 
+def _writes_in_place(path: str) -> bool:
+    """Whether ``path`` must be written where it is instead of replaced: a device, FIFO
+    or socket (``/dev/null``, a named pipe), or a name that leads into ``/proc`` (such
+    as ``/dev/stdout`` or ``/dev/fd/1``, whose target is whatever the descriptor is
+    open on). Replacing those would put a regular file in their place."""
+    p = os.path.abspath(path)
+    for _ in range(40):  # the kernel's limit on a chain of symbolic links
+        p = os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
+        if p.startswith("/proc/"):
+            return True
+        if not os.path.islink(p):
+            break
+        p = os.path.join(os.path.dirname(p), os.readlink(p))
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # not there (or a dangling link): a new file is made
+
+
+@contextmanager
+def _gzipped(f: BinaryIO, compress: bool) -> Iterator[BinaryIO]:
+    """``f``, or a gzip stream into it (mtime=0 and no name: the same input gives the
+    same bytes)."""
+    if compress:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
+            yield gz  # type: ignore[misc]
+    else:
+        yield f
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = None,
                   fsync: bool = True, buffer_size: int = 1 << 20) -> Iterator[BinaryIO]:
@@ -216,7 +246,10 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     renamed over ``path`` (``os.replace``) at the end. On any exception (including
     ``KeyboardInterrupt``) the temp file is removed and an existing ``path`` stays as it
     was. ``path`` ``"-"`` or ``None`` streams to stdout (not atomic, not closed).
-    ``compress`` gzips the output (default: when ``path`` ends with ``.gz``).
+    A symbolic link stays: the file it points to is replaced. Devices, FIFOs and
+    names that lead into ``/proc`` (``/dev/stdout``) are written in place, not atomically
+    (they cannot be replaced). ``compress`` gzips the output (default: when ``path``
+    ends with ``.gz``).
     """
     if path is None or path == "-":
         out = stdout_binary()
@@ -226,7 +259,13 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     path = os.fspath(path)
     if compress is None:
         compress = path.endswith(".gz")
-    directory = os.path.dirname(os.path.abspath(path))
+    if _writes_in_place(path):
+        with open(path, "wb", buffering=buffer_size) as f, _gzipped(f, compress) as out:
+            yield out
+        return
+    named = path
+    path = os.path.realpath(path)  # through symbolic links: the link itself stays
+    directory = os.path.dirname(path)
     mode = _new_file_mode(path)
     prefix = os.path.join(directory, "." + os.path.basename(path) + ".")
     # The temp file is created inside the ``try``, under a name chosen before it exists,
@@ -243,16 +282,16 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
             except FileExistsError:
                 tmp = ""  # somebody else's file: never remove it
                 continue
+            except OSError as exc:  # report the output, not the temp name nobody asked for
+                tmp = ""
+                exc.filename = named
+                raise
             break
         else:
             raise FileExistsError(errno.EEXIST, "no free temporary file name", prefix + "*.tmp")
         with f:
-            if compress:
-                # mtime=0 and no name: the same input gives the same bytes.
-                with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
-                    yield gz  # type: ignore[misc]
-            else:
-                yield f
+            with _gzipped(f, compress) as out:
+                yield out
             f.flush()
             if fsync:
                 os.fsync(f.fileno())

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import io
 import json
 import json.encoder as _json_encoder
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -200,8 +202,21 @@ class _Reporter:
         return f" ({hidden:,} more problems not shown)" if hidden > 0 else ""
 
 
+def _output_on_the_progress_terminal(output) -> bool:
+    """Whether the output (``-``: stdout) is the terminal that stderr, and so the progress
+    bar, is on: the bar's redraws would land in the middle of the output there."""
+    try:
+        err = os.fstat(sys.stderr.fileno())
+        out = os.fstat(sys.stdout.fileno()) if output in (None, "-") else os.stat(output)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return stat.S_ISCHR(out.st_mode) and stat.S_ISCHR(err.st_mode) and out.st_rdev == err.st_rdev
+
+
 def _make_progress(args, inp: _io.InputFile) -> _io.Progress | None:
     if args.quiet or args.no_progress:
+        return None
+    if hasattr(args, "output") and _output_on_the_progress_terminal(args.output):
         return None
     progress = _io.Progress(sys.stderr, total=inp.size, position=inp.position)
     return progress if progress.enabled else None
