@@ -1027,6 +1027,29 @@ if HYPOTHESIS_MISSING is None:
         for a, b in zip(back.messages, conv.messages):
             assert a == dataclasses.replace(b, tool_calls=b.tool_calls or None)
 
+    @settings(max_examples=200, deadline=None)
+    @given(messages=_messages(_texts), dialect=st.sampled_from(sorted(apertus_format.DIALECTS)),
+           as_conversation=st.booleans())
+    def test_property_render_takes_the_dataclasses(messages, dialect, as_conversation):
+        """The dict door and the dataclass door are one renderer: ``render`` of Message
+        objects (or a Conversation) is ``render`` of the dicts the formatter builds, in
+        every dialect, errors included; in the reference dialect that is what
+        ``format_conversation`` returns."""
+        from apertus_fast._models import conversation_to_template_messages
+
+        def outcome(msgs):
+            try:
+                return apertus_format.render(msgs, dialect=dialect, date=DATE)
+            except apertus_format.RenderError as exc:
+                return ("error", str(exc), exc.message_index)
+
+        given_ = Conversation(messages) if as_conversation else list(messages)
+        got = outcome(given_)
+        assert got == outcome(conversation_to_template_messages(messages))
+        if dialect == "apertus-format-reference" and not isinstance(got, tuple):
+            if len(_assistant_formats(messages)) <= 1 and "other" not in _assistant_formats(messages):
+                assert got == ApertusFormatter(date=DATE).format_conversation(Conversation(messages))
+
     @settings(max_examples=300, deadline=None)
     @given(messages=_messages(_plain, raw=False), enable_thinking=st.booleans(),
            add_generation_prompt=st.booleans(), tools=st.sampled_from([None, TOOLS]))

@@ -239,6 +239,47 @@ def test_ours_raises(case, dialect):
     assert exc.message_index == case.index, str(exc)
     if case.index is not None:
         assert f"message {case.index}" in str(exc)
+    assert "_Undefined" not in str(exc) and "_Fail" not in str(exc)  # no internals
+
+
+# What the messages say: the field, and for tools which tool (by index and name).
+MESSAGES = [
+    ("tool-without-description", 'tools[0] (\'f\'): "description": expected a string, it is missing'),
+    ("tool-without-name", 'tools[0]: "name": expected a string, it is missing'),
+    ("tool-second-bad", 'tools[1] (\'g\'): "description": expected a string, it is missing'),
+    ("param-enum-default-int", 'tools[0] (\'f\'): parameter \'a\' (an enum): "default": expected a string, got int 1'),
+    ("block-without-type", 'message 2: an assistant block\'s "type": expected a string, it is missing'),
+    ("block-call-without-name", 'message 1: a tool call\'s "name": expected a string, it is missing'),
+    ("system-text-int", 'message 0: the system content\'s "text": expected a string, got int 3'),
+    ("user-part-without-type", 'message 0: a user content part\'s "type": expected a string, it is missing'),
+]
+
+
+@pytest.mark.parametrize("case_id, expected", MESSAGES, ids=[m[0] for m in MESSAGES])
+@pytest.mark.parametrize("dialect", ALL)
+def test_messages_name_the_field(case_id, expected, dialect):
+    case = next(c for c in CASES if c.id == case_id)
+    with pytest.raises(RenderError) as info:
+        _render(case, dialect)
+    assert str(info.value) == expected
+
+
+@pytest.mark.parametrize("dialect", ALL)
+def test_block_call_without_arguments_names_them(dialect):
+    messages = [u(), blocks({"type": "tool_calls", "calls": [{"name": "f"}]})]
+    with pytest.raises(RenderError, match=r'message 1: a tool call\'s "arguments": expected a string'):
+        render(messages, dialect=dialect, date=DATE)
+
+
+def test_render_tools_raises_render_error():
+    from apertus_fast import render_tools
+
+    with pytest.raises(RenderError) as info:
+        render_tools([{"name": "f", "description": "d"}, {"name": "g"}])
+    assert info.value.message_index is None
+    assert str(info.value) == 'tools[1] (\'g\'): "description": expected a string, it is missing'
+    with pytest.raises(RenderError, match="^tools: cannot iterate over int$"):
+        render_tools(5)
 
 
 @pytest.mark.oracle

@@ -141,15 +141,15 @@ def text(x):
     return str(x)
 
 
-def s(x):
+def s(x, field=None):
     """An operand of ``+`` next to a string literal: it must be a string (Jinja fails
-    on Undefined, Python on ``str + int``)."""
+    on Undefined, Python on ``str + int``). ``field`` names it in the error."""
     if type(x) is str:
         return x
     if isinstance(x, str):
         return str.__str__(x)
-    what = "a missing value" if x is UNDEFINED else f"{type(x).__name__} {x!r:.60}"
-    raise _Fail(f"expected a string, got {what}")
+    got = "it is missing" if x is UNDEFINED else f"got {type(x).__name__} {x!r:.60}"
+    raise _Fail(f"{field}: expected a string, {got}" if field else f"expected a string, {got}")
 
 
 def seq(x):
@@ -348,7 +348,7 @@ def _ts_one_of(one_of, trim, jinja_json):
         parts.append(ts_type(variant, trim, jinja_json))
         desc = attr(variant, "description")
         if desc:
-            parts.append("// " + s(desc))
+            parts.append("// " + s(desc, '"description" of a oneOf variant'))
         default = attr(variant, "default")
         if default is not UNDEFINED:
             parts.append(_DEFAULT_WS_TRIM if trim else _DEFAULT_WS_PLAIN)
@@ -384,7 +384,10 @@ def _unwrap_tool(tool, native):
 def render_tools(tools, dialect=DEFAULT_DIALECT):
     """The ``render_tools(tools)`` macro: the text after ``Tool Capabilities:\\n``."""
     d = get_dialect(dialect)
-    return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
+    try:
+        return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
+    except _ERRORS as exc:
+        raise _tools_error(exc) from None
 
 
 # Rendered signatures of single tools, keyed by the environment and ``marshal.dumps`` of
@@ -416,7 +419,10 @@ def _render_tools(tools, trim, jinja_json, native):
                         out.append("\n")
                     ti += 1
                     continue
-        text_ = _render_tool(tool, trim, jinja_json, native)
+        try:
+            text_ = _render_tool(tool, trim, jinja_json, native)
+        except _ERRORS as exc:
+            raise _Fail(f"tools[{ti}]{_tool_label(tool)}: {_reason(exc)}") from None
         if key is not None:
             if len(_TOOL_CACHE) >= _TOOL_CACHE_MAX:
                 _TOOL_CACHE.clear()
@@ -428,12 +434,23 @@ def _render_tools(tools, trim, jinja_json, native):
     return "".join(out)
 
 
+def _tool_label(tool):
+    """`` ("name")`` of a tool whose name can be read, for error messages."""
+    try:
+        name = attr(tool, "name")
+        if not isinstance(name, str):
+            name = attr(attr(tool, "function"), "name")
+    except _ERRORS:
+        return ""
+    return f" ({name!r})" if isinstance(name, str) else ""
+
+
 def _render_tool(tool, trim, jinja_json, native):
     """One tool's signature (one iteration of ``render_tools``' loop)."""
     out = []
     tool = _unwrap_tool(tool, native)
-    out.append("// " + s(attr(tool, "description")) + "\n")
-    out.append("type " + s(attr(tool, "name")) + " = ")
+    out.append("// " + s(attr(tool, "description"), '"description"') + "\n")
+    out.append("type " + s(attr(tool, "name"), '"name"') + " = ")
     params = attr(tool, "parameters")
     props = attr(params, "properties") if params else UNDEFINED
     if props:
@@ -444,7 +461,7 @@ def _render_tool(tool, trim, jinja_json, native):
         for name, spec in entries:
             desc = attr(spec, "description")
             if desc:
-                out.append("// " + s(desc) + "\n")
+                out.append("// " + s(desc, f'parameter {text(name)!r}: "description"') + "\n")
             out.append(text(name))
             if not_in(name, attr(params, "required") or []):
                 out.append("?")
@@ -452,10 +469,10 @@ def _render_tool(tool, trim, jinja_json, native):
             out.append(ts_type(spec, trim, jinja_json))
             default = attr(spec, "default")
             if default is not UNDEFINED:
-                if attr(spec, "enum"):
-                    out.append(", // default: " + s(default))
+                if attr(spec, "enum"):  # the template prints these defaults with +
+                    out.append(", // default: " + s(default, f'parameter {text(name)!r} (an enum): "default"'))
                 elif attr(spec, "oneOf"):
-                    out.append("// default: " + s(default))
+                    out.append("// default: " + s(default, f'parameter {text(name)!r} (a oneOf): "default"'))
                 else:
                     out.append(", // default: " + tojson(default, jinja_json))
             out.append(",\n" if i != last else "\n")
@@ -543,7 +560,7 @@ def _system_prompt(messages, d, date):
             if isinstance(content, str):
                 return SYSTEM_START + content + SYSTEM_END, 1
             if is_mapping(content) and "text" in content:
-                return SYSTEM_START + s(attr(content, "text")) + SYSTEM_END, 1
+                return SYSTEM_START + s(attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END, 1
         raise _Fail("Invalid system message")
     if d.dated_system:
         return SYSTEM_START + d.default_system.replace("{date}", render_date(date)) + SYSTEM_END, 0
@@ -564,6 +581,9 @@ def render(
 ):
     """Render a conversation (a list of message dicts) to the exact text the official
     chat template of ``dialect`` produces.
+
+    The drop-in dataclasses are accepted too: ``Message`` objects in the list (or a
+    ``Conversation``) render as ``ApertusFormatter.format_conversation`` renders them.
 
     ``tools`` are JSON-schema tool specs (flat ``{"name", "description", "parameters"}``
     or OpenAI-shaped ``{"type": "function", "function": {...}}``); ``date`` (a
@@ -589,7 +609,11 @@ def _render_general(messages, dialect, tools, enable_thinking, add_generation_pr
     if d is None:
         d = get_dialect(dialect)
     if type(messages) is not list and not isinstance(messages, (list, tuple)):
-        raise RenderError(f"messages must be a list of message dicts, got {type(messages).__name__}")
+        messages = _conversation_messages(messages)
+    for m in messages:
+        if type(m) is not dict:  # the drop-in dataclasses: the dicts the formatter renders
+            messages = _template_messages(messages)
+            break
     if date is not None:
         # Checked whether or not the conversation uses it (one with its own system prompt
         # does not), so that a bad date fails a corpus's first conversation, not some
@@ -612,7 +636,7 @@ def _render_general(messages, dialect, tools, enable_thinking, add_generation_pr
             out.append(_TOOLS_HEAD + _render_tools(tools, d.trim_blocks, d.tojson == "jinja",
                                                    d.openai_shapes) + DEVELOPER_END)
         except _ERRORS as exc:
-            raise _render_error(exc, None, "tools: ") from None
+            raise _tools_error(exc) from None
     else:
         out.append(_NO_TOOLS)
     _render_messages(messages, start, d, out, bool(continue_assistant_message))
@@ -621,18 +645,47 @@ def _render_general(messages, dialect, tools, enable_thinking, add_generation_pr
     return "".join(out)
 
 
-def _render_error(exc, index, prefix=""):
+def _reason(exc):
+    """What an error of ``_ERRORS`` says, without a message index."""
+    if isinstance(exc, RenderError):
+        return exc.reason
+    if isinstance(exc, _Fail):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _conversation_messages(conversation):
+    """The messages of a drop-in ``Conversation``; anything else that is not a list is
+    an error."""
+    from ._models import Conversation
+
+    if isinstance(conversation, Conversation):
+        return conversation.messages
+    raise RenderError(f"messages must be a list of message dicts, got {type(conversation).__name__}")
+
+
+def _template_messages(messages):
+    """``messages`` with each drop-in ``Message`` replaced by the dict that
+    ``ApertusFormatter.format_conversation`` renders for it; other items stay."""
+    from ._models import Message, conversation_to_template_messages
+
+    return [conversation_to_template_messages([m])[0] if isinstance(m, Message) else m
+            for m in messages]
+
+
+def _tools_error(exc):
+    """A RenderError (no message index) for a failure in the tool signatures: one
+    tool's error names it (``tools[i] ('name'): ...``); others are about the list."""
+    reason = _reason(exc)
+    return RenderError(reason if reason.startswith("tools[") else "tools: " + reason, None)
+
+
+def _render_error(exc, index):
     """Whatever failed (a template ``raise_exception``, a missing value, a Python type
     error on ill-typed data) as a RenderError naming the message."""
-    if isinstance(exc, RenderError):
-        if exc.message_index is not None:
-            return exc
-        reason = exc.reason
-    elif isinstance(exc, _Fail):
-        reason = str(exc)
-    else:
-        reason = f"{type(exc).__name__}: {exc}"
-    return RenderError(prefix + reason, index)
+    if isinstance(exc, RenderError) and exc.message_index is not None:
+        return exc
+    return RenderError(_reason(exc), index)
 
 
 def _render_messages(messages, start, d, out, continue_assistant_message):
@@ -716,7 +769,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                                 out.append(INNER_SUFFIX)
                             out.append(text(attr(block, "text")))
                         else:
-                            raise _Fail("Invalid assistant block type: " + s(btype))
+                            raise _Fail("Invalid assistant block type: " + s(btype, 'an assistant block\'s "type"'))
                         first = False
                 else:
                     raise _Fail("Invalid assistant content")
@@ -772,7 +825,7 @@ def _user_parts(parts, d, out):
         elif ptype in audio_parts:
             out.append(AUDIO)
         else:
-            raise _Fail("Invalid user part: " + s(ptype))
+            raise _Fail("Invalid user part: " + s(ptype, 'a user content part\'s "type"'))
 
 
 def _is_display_answers(calls):
@@ -797,13 +850,16 @@ def _block_calls(calls, openai_shapes):
             fn = attr(call, "function")
             if fn:
                 call = fn
-            name = s(attr(call, "name"))
+            name = s(attr(call, "name"), 'a tool call\'s "name"')
             args = attr(call, "arguments")
+            if args is UNDEFINED:  # |tojson fails on it
+                raise _Fail('a tool call\'s "arguments": expected a string or a JSON value, it is missing')
             if not isinstance(args, str):
                 args = tojson(args, False)
             parts.append('{"' + name + '": ' + args + "}")
         else:
-            parts.append('{"' + s(attr(call, "name")) + '": ' + s(attr(call, "arguments")) + "}")
+            parts.append('{"' + s(attr(call, "name"), 'a tool call\'s "name"') + '": '
+                         + s(attr(call, "arguments"), 'a tool call\'s "arguments"') + "}")
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
@@ -814,7 +870,7 @@ def _legacy_calls(calls, openai_shapes):
         ctype = attr(call, "type")
         if openai_shapes:
             if ctype is not UNDEFINED and ctype != "function":
-                raise _Fail("Invalid tool call type: " + s(ctype))
+                raise _Fail("Invalid tool call type: " + s(ctype, 'a tool call\'s "type"'))
             fn = attr(call, "function")
             if fn:
                 call = fn
@@ -822,15 +878,16 @@ def _legacy_calls(calls, openai_shapes):
             args = attr(call, "arguments")
             if not (name and args):
                 raise _Fail("Invalid tool call")
-            name = s(name)
+            name = s(name, 'a tool call\'s "name"')
             if not isinstance(args, str):
                 args = tojson(args, False)
             parts.append('{"' + name + '": ' + args + "}")
         else:
             if ctype != "function":
-                raise _Fail("Invalid tool call type: " + s(ctype))
+                raise _Fail("Invalid tool call type: " + s(ctype, 'a tool call\'s "type"'))
             fn = attr(call, "function")
-            parts.append('{"' + s(attr(fn, "name")) + '": ' + s(attr(fn, "arguments")) + "}")
+            parts.append('{"' + s(attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
+                         + s(attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}")
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
