@@ -8,8 +8,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # The stamp names a hash of what the build compiles (setup.py's modules and their .pxd
-# files), so that editing any of them reinstalls, which recompiles.
-STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,pathlib;s=pathlib.Path('src/apertus_fast');print(hashlib.sha1(b''.join(p.read_bytes() for p in [pathlib.Path('pyproject.toml'),pathlib.Path('setup.py'),s/'_render.py',s/'_parse.py',*sorted(s.glob('*.pyx')),*sorted(s.glob('*.pxd'))])).hexdigest()[:12])")
+# files) and of APERTUS_FAST_PURE, so that editing any of them, or switching between the
+# compiled and the pure install, reinstalls.
+STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,os,pathlib;s=pathlib.Path('src/apertus_fast');print(hashlib.sha1(os.environ.get('APERTUS_FAST_PURE','').strip().encode()+b''.join(p.read_bytes() for p in [pathlib.Path('pyproject.toml'),pathlib.Path('setup.py'),s/'_render.py',s/'_parse.py',*sorted(s.glob('*.pyx')),*sorted(s.glob('*.pxd'))])).hexdigest()[:12])")
 OUT    ?= out
 PYTEST_ARGS ?=
 
@@ -18,6 +19,8 @@ PYTEST_ARGS ?=
 $(STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# a pure install must not load extensions an earlier compiled install left in src/
+	case "$${APERTUS_FAST_PURE:-0}" in 0|"") ;; *) rm -f src/apertus_fast/*.so src/apertus_fast/*.pyd ;; esac
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
