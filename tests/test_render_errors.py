@@ -252,6 +252,13 @@ MESSAGES = [
     ("block-call-without-name", 'message 1: a tool call\'s "name": expected a string, it is missing'),
     ("system-text-int", 'message 0: the system content\'s "text": expected a string, got int 3'),
     ("user-part-without-type", 'message 0: a user content part\'s "type": expected a string, it is missing'),
+    ("block-calls-int", 'message 1: a tool_calls block\'s "calls": expected a list, got int 3'),
+    ("blocks-null", 'message 1: the assistant content\'s "blocks": expected a list, got NoneType None'),
+    ("enum-int", 'tools[0] (\'f\'): "enum": expected a list, got int 5'),
+    ("role-developer", "message 1: Invalid message role: 'developer' (expected system, user, assistant or tool)"),
+    ("role-late-system", "message 2: Invalid message role: 'system' (only the first message may be a system message)"),
+    ("role-missing", 'message 1: Invalid message role (no "role")'),
+    ("message-string", 'message 1: Invalid message role (a message is a dict with "role" and "content", got str)'),
 ]
 
 

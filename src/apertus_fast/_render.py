@@ -152,14 +152,17 @@ def s(x, field=None):
     raise _Fail(f"{field}: expected a string, {got}" if field else f"expected a string, {got}")
 
 
-def seq(x):
+def seq(x, field=None):
     """What ``{% for %}`` visits, as a list (``loop.last`` needs the length):
-    Undefined is empty, a string yields characters, a dict its keys."""
+    Undefined is empty, a string yields characters, a dict its keys. ``field`` names
+    it in the error."""
     if type(x) is list:
         return x
     try:
         return list(x)
     except TypeError:
+        if field:
+            raise _Fail(f"{field}: expected a list, got {type(x).__name__} {x!r:.60}") from None
         raise _Fail(f"cannot iterate over {type(x).__name__}") from None
 
 
@@ -279,7 +282,7 @@ def ts_type(spec, trim, jinja_json):
     if t == "string":
         enum = attr(spec, "enum")
         if enum:
-            return '"' + '" | "'.join([text(x) for x in seq(enum)]) + '"'
+            return '"' + '" | "'.join([text(x) for x in seq(enum, '"enum"')]) + '"'
         if attr(spec, "nullable"):
             return "string | null"
         return "string"
@@ -340,7 +343,7 @@ def _ts_object(spec, trim, jinja_json):
 def _ts_one_of(one_of, trim, jinja_json):
     # ``has_object_variants`` is set inside the template's loop and so never leaves
     # it (Jinja scoping): every variant is rendered, objects included.
-    variants = seq(one_of)
+    variants = seq(one_of, '"oneOf"')
     parts = []
     last = len(variants) - 1
     i = 0
@@ -729,7 +732,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                 elif is_mapping(content) and "blocks" in content and fmt != _FMT_STRING:
                     fmt = _FMT_MAPPING
                     first = True
-                    for block in seq(attr(content, "blocks")):
+                    for block in seq(attr(content, "blocks"), 'the assistant content\'s "blocks"'):
                         btype = attr(block, "type")
                         if btype == "thoughts":
                             if in_tool:
@@ -755,7 +758,8 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                                             "messages and tool outputs as blocks")
                             out.append(tout_open)
                             out.append(", ".join([text(attr(o, "output"))
-                                                  for o in seq(attr(block, "outputs"))]))
+                                                  for o in seq(attr(block, "outputs"),
+                                                               'a tool_outputs block\'s "outputs"')]))
                             out.append(tout_close)
                             waiting = False
                         elif btype == "response":
@@ -789,7 +793,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                 out.append(text(attr(message, "content")))
                 waiting = False
             else:
-                raise _Fail("Invalid message role")
+                raise _Fail("Invalid message role" + _role_found(message, role))
             i += 1
     except _ERRORS as exc:
         raise _render_error(exc, i) from None
@@ -797,6 +801,17 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
         out.append(tout_close)
     if d.closes_last_turn and in_assistant and not continue_assistant_message and not waiting:
         out.append(ASSISTANT_END)
+
+
+def _role_found(message, role):
+    """What was there instead of a known role, for the error message."""
+    if not is_mapping(message):
+        return f" (a message is a dict with \"role\" and \"content\", got {type(message).__name__})"
+    if role is UNDEFINED:
+        return " (no \"role\")"
+    if role == "system":
+        return ": 'system' (only the first message may be a system message)"
+    return f": {role!r:.60} (expected system, user, assistant or tool)"
 
 
 def _user(content, d, out):
@@ -816,7 +831,7 @@ def _user(content, d, out):
 def _user_parts(parts, d, out):
     image_parts = d.image_parts
     audio_parts = d.audio_parts
-    for part in seq(parts):
+    for part in seq(parts, 'the user content\'s "parts"'):
         ptype = attr(part, "type")
         if ptype == "text":
             out.append(text(attr(part, "text")))
@@ -838,14 +853,15 @@ def _is_display_answers(calls):
             if len(calls) != 1:
                 return False
         except TypeError:
-            raise _Fail(f"tool_calls block 'calls' has no length ({type(calls).__name__})") from None
+            raise _Fail(f"a tool_calls block's \"calls\": expected a list, got {type(calls).__name__} "
+                        f"{calls!r:.60}") from None
     return attr(item0(calls), "name") == "display_answers"
 
 
 def _block_calls(calls, openai_shapes):
     """``<|tools_prefix|>[{"name": arguments}, ...]<|tools_suffix|>`` of a block."""
     parts = []
-    for call in seq(calls):
+    for call in seq(calls, 'a tool_calls block\'s "calls"'):
         if openai_shapes:
             fn = attr(call, "function")
             if fn:
@@ -866,7 +882,7 @@ def _block_calls(calls, openai_shapes):
 def _legacy_calls(calls, openai_shapes):
     """The same for an OpenAI-style ``message.tool_calls`` list."""
     parts = []
-    for call in seq(calls):
+    for call in seq(calls, 'the message\'s "tool_calls"'):
         ctype = attr(call, "type")
         if openai_shapes:
             if ctype is not UNDEFINED and ctype != "function":
@@ -886,6 +902,8 @@ def _legacy_calls(calls, openai_shapes):
             if ctype != "function":
                 raise _Fail("Invalid tool call type: " + s(ctype, 'a tool call\'s "type"'))
             fn = attr(call, "function")
+            if fn is UNDEFINED:  # the template reads function.name
+                raise _Fail('a tool call\'s "function": it is missing (expected {"name": ..., "arguments": ...})')
             parts.append('{"' + s(attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
                          + s(attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}")
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
