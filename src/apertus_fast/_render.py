@@ -438,7 +438,8 @@ def _render_tools(tools, trim, jinja_json, native):
 
 
 def _tool_label(tool):
-    """`` ("name")`` of a tool whose name can be read, for error messages."""
+    """`` ('name')`` (the repr, after a space) of a tool whose name can be read, or
+    ``""``: for error messages."""
     try:
         name = attr(tool, "name")
         if not isinstance(name, str):
