@@ -206,6 +206,12 @@ def both(conversation, *, enable_thinking=False, tools=None, add_generation_prom
 def assert_same_render(conversation, **kw):
     ours, ref = both(conversation, **kw)
     assert ours[0] == ref[0], (ours, ref)
+    if ours[0] == "error":
+        import jinja2
+
+        # code written for the reference catches jinja2.TemplateError: so must ours be
+        if isinstance(ref[1], jinja2.TemplateError):
+            assert isinstance(ours[1], jinja2.TemplateError), (ours, ref)
     if ours[0] == "ok":
         assert ours[1] == ref[1]
     return ours[1]
@@ -760,16 +766,47 @@ def test_edge_cases_match_reference(name, enable_thinking):
 
 
 @needs_oracle
-def test_template_errors_are_render_errors_not_template_errors():
+def test_template_errors_are_render_errors_and_template_errors():
     import jinja2
 
     conv = Conversation([Message.system("s"), Message.tool("x")])
     with pytest.raises(jinja2.TemplateError, match="Tool message outside of assistant"):
         ReferenceFormatter().format_conversation(conv)
-    with pytest.raises(apertus_format.RenderError, match="Tool message outside of assistant") as info:
+    with pytest.raises(jinja2.TemplateError, match="Tool message outside of assistant") as info:
         ApertusFormatter().format_conversation(conv)
-    assert isinstance(info.value, ValueError)
-    assert not isinstance(info.value, jinja2.TemplateError)
+    err = info.value
+    assert isinstance(err, apertus_format.RenderError) and isinstance(err, ValueError)
+    assert (err.message_index, err.reason) == (1, "Tool message outside of assistant")
+    assert err.message == str(err) == "message 1: Tool message outside of assistant"
+
+    # format_assistant_content renders the tools too: a tool without a name fails there
+    content = AssistantContent([AssistantBlock(BlockType.RESPONSE, text="r")])
+    nameless = [{"description": "d", "parameters": {}}]
+    with pytest.raises(jinja2.TemplateError):  # jinja2.UndefinedError
+        ReferenceFormatter(tools=nameless).format_assistant_content(content)
+    with pytest.raises(jinja2.TemplateError, match=r'tools\[0\]: "name"') as info:
+        ApertusFormatter(tools=nameless).format_assistant_content(content)
+    assert isinstance(info.value, apertus_format.RenderError)
+    assert ApertusFormatter().format_assistant_content(content) == "r"
+
+
+def test_formatter_errors_without_jinja2_are_plain_render_errors():
+    # jinja2 is not a dependency: where it cannot be imported, the formatter raises
+    # RenderError itself (nothing could be catching jinja2's exceptions there)
+    code = (
+        "import sys; sys.modules['jinja2'] = None\n"
+        "import apertus_fast as af\n"
+        "conv = af.Conversation([af.Message.system('s'), af.Message.tool('x')])\n"
+        "for _ in range(2):\n"
+        "    try:\n"
+        "        af.ApertusFormatter().format_conversation(conv)\n"
+        "    except af.RenderError as e:\n"
+        "        print(type(e).__name__, e.message_index, e)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.splitlines() == ["RenderError 1 message 1: Tool message outside of assistant"] * 2
 
 
 @needs_oracle

@@ -23,9 +23,55 @@ from ._models import (
     messages_from_dicts,
 )
 from . import _render as _r
+from ._errors import RenderError
 from ._render import render
 
 __all__ = ["ApertusFormatter"]
+
+
+def _reference_error(err: RenderError) -> RenderError:
+    """``err`` as the drop-in raises it: also a ``jinja2.TemplateError`` (what the
+    reference package raised where its template fails) when jinja2 is importable, so
+    that ``except jinja2.TemplateError`` in code written for the reference still
+    catches it; otherwise ``err`` itself."""
+    try:
+        cls = _template_render_error()
+    except ImportError:  # no jinja2: no code can be catching its exceptions
+        return err
+    new = cls(err.reason, err.message_index)
+    new.__dict__.update(err.__dict__)
+    return new.with_traceback(err.__traceback__)
+
+
+_TEMPLATE_RENDER_ERROR = None
+
+
+def _template_render_error():
+    """The class ``TemplateRenderError(RenderError, jinja2.TemplateError)``, built on
+    first use so that jinja2 is imported only when an error is raised (never on the
+    happy path; jinja2 is not a dependency). Raises ImportError without jinja2."""
+    global _TEMPLATE_RENDER_ERROR
+    if _TEMPLATE_RENDER_ERROR is False:  # tried before: no jinja2
+        raise ImportError("jinja2 is not importable")
+    if _TEMPLATE_RENDER_ERROR is None:
+        try:
+            from jinja2 import TemplateError
+        except ImportError:
+            _TEMPLATE_RENDER_ERROR = False
+            raise
+        _TEMPLATE_RENDER_ERROR = type("TemplateRenderError", (RenderError, TemplateError), {
+            "__module__": __name__,
+            "__doc__": "A :class:`RenderError` raised by :class:`ApertusFormatter`, "
+                       "also a ``jinja2.TemplateError`` as in the reference package.",
+        })
+    return _TEMPLATE_RENDER_ERROR
+
+
+def __getattr__(name):
+    # PEP 562: pickle finds the class by name in a process that has not built it yet.
+    if name == "TemplateRenderError":
+        return _template_render_error()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ApertusFormatter:
@@ -116,18 +162,22 @@ class ApertusFormatter:
         Raises ``ValueError`` when assistant messages mix string and structured content
         (checked first, with the reference's messages), and
         :class:`apertus_fast.RenderError` (a ``ValueError``) wherever the template
-        raises; the reference package raised ``jinja2.TemplateError`` there.
+        raises; where jinja2 is importable, that error is also a
+        ``jinja2.TemplateError``, which the reference package raised there.
         """
         self._validate_format_consistency(conversation.messages)
-        return render(
-            conversation_to_template_messages(conversation.messages),
-            dialect=self.dialect,
-            tools=self.tools,
-            enable_thinking=self.enable_thinking,
-            add_generation_prompt=add_generation_prompt,
-            date=self.date,
-            bos_token=self.BOS_TOKEN,
-        )
+        try:
+            return render(
+                conversation_to_template_messages(conversation.messages),
+                dialect=self.dialect,
+                tools=self.tools,
+                enable_thinking=self.enable_thinking,
+                add_generation_prompt=add_generation_prompt,
+                date=self.date,
+                bos_token=self.BOS_TOKEN,
+            )
+        except RenderError as exc:
+            raise _reference_error(exc) from exc.__cause__
 
     def format_assistant_content(self, assistant_content: AssistantContent) -> str:
         """Render structured assistant content as the string the template puts in an
@@ -135,19 +185,22 @@ class ApertusFormatter:
 
         Renders the single assistant message (no BOS) and returns the text after
         ``<|assistant_start|>`` up to ``<|assistant_end|>`` or the end, stripped.
-        Template errors raise :class:`apertus_fast.RenderError` (the reference:
-        ``jinja2.TemplateError``).
+        Template errors raise :class:`apertus_fast.RenderError`, also a
+        ``jinja2.TemplateError`` (the reference's error) where jinja2 is importable.
         """
         message = Message(role=Role.ASSISTANT, content=assistant_content)
-        full = render(
-            conversation_to_template_messages([message]),
-            dialect=self.dialect,
-            tools=self.tools,
-            enable_thinking=self.enable_thinking,
-            add_generation_prompt=False,
-            date=self.date,
-            bos_token="",
-        )
+        try:
+            full = render(
+                conversation_to_template_messages([message]),
+                dialect=self.dialect,
+                tools=self.tools,
+                enable_thinking=self.enable_thinking,
+                add_generation_prompt=False,
+                date=self.date,
+                bos_token="",
+            )
+        except RenderError as exc:
+            raise _reference_error(exc) from exc.__cause__
         start = full.find(self.ASSISTANT_START)
         if start == -1:
             return full.strip()
