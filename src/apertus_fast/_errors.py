@@ -5,8 +5,27 @@ from __future__ import annotations
 __all__ = ["ApertusError", "RenderError", "ParseError"]
 
 
+def _restore(cls, args):
+    """Unpickle an :class:`ApertusError` without calling ``__init__`` (whose signature
+    differs between subclasses); the attributes come back as pickle's state."""
+    err = cls.__new__(cls)
+    err.args = args
+    return err
+
+
 class ApertusError(Exception):
-    """Base class of every error apertus-fast raises on bad input."""
+    """Base class of every error apertus-fast raises on bad input.
+
+    Errors pickle and copy with all their attributes, so that they cross process
+    boundaries (``multiprocessing``, ``concurrent.futures``) intact: a worker's
+    :class:`ParseError` reaches the parent as a :class:`ParseError`.
+    """
+
+    def __reduce__(self):
+        # BaseException.__reduce__ would call cls(*self.args): a TypeError for
+        # ParseError's keyword-only arguments, raised in the process that unpickles
+        # (multiprocessing.Pool then hangs waiting for a result that never arrives).
+        return _restore, (type(self), self.args), self.__dict__ or None
 
 
 class RenderError(ApertusError, ValueError):

@@ -31,6 +31,8 @@ import zlib
 from contextlib import contextmanager, suppress
 from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator
 
+from ._errors import ApertusError
+
 __all__ = [
     "InputError",
     "JsonlError",
@@ -58,7 +60,7 @@ class InputError(OSError):
     """The input could not be read (missing file, permissions, corrupt gzip stream)."""
 
 
-class JsonlError(ValueError):
+class JsonlError(ApertusError, ValueError):
     """A JSONL line that is not valid JSON; ``name`` and ``lineno`` (1-based) say where."""
 
     def __init__(self, name: str, lineno: int, reason: str):

@@ -1,0 +1,139 @@
+"""Errors cross process boundaries intact.
+
+Training pipelines render and parse in worker processes (``multiprocessing``,
+``concurrent.futures``), which pickle a worker's exception and unpickle it in the
+parent. An exception class whose ``__init__`` cannot be called with ``self.args``
+fails there, in the parent, and ``multiprocessing.Pool`` then waits forever for a
+result that never arrives; so every error class must pickle, and come back with all
+its attributes.
+"""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from apertus_fast import ApertusError, ApertusFormatter, Conversation, Message, ParseError
+from apertus_fast import RenderError, parse, render
+from apertus_fast._io import JsonlError, read_jsonl
+
+BAD_TEXT = "<s><|user_start|>x"
+BAD_MESSAGES = [{"role": "user", "content": "q"}, {"role": "developer", "content": "x"}]
+
+
+def _parse_error() -> ParseError:
+    with pytest.raises(ParseError) as info:
+        parse(BAD_TEXT, strict=True)
+    return info.value
+
+
+def _render_error() -> RenderError:
+    with pytest.raises(RenderError) as info:
+        render(BAD_MESSAGES)
+    return info.value
+
+
+def _jsonl_error(tmp_path) -> JsonlError:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"a": 1}\n{"a": \n')
+    with pytest.raises(JsonlError) as info:
+        list(read_jsonl(str(path)))
+    return info.value
+
+
+def _formatter_error() -> RenderError:
+    conv = Conversation([Message.system("s"), Message.tool("x")])
+    with pytest.raises(RenderError) as info:
+        ApertusFormatter().format_conversation(conv)
+    return info.value
+
+
+def _same(a: BaseException, b: BaseException) -> None:
+    assert type(a) is type(b)
+    assert a.args == b.args
+    assert str(a) == str(b)
+    assert vars(a) == vars(b)
+
+
+def _errors(tmp_path):
+    return [_parse_error(), _render_error(), _jsonl_error(tmp_path), _formatter_error()]
+
+
+def test_error_attributes_are_what_the_tests_below_compare(tmp_path):
+    parse_err, render_err, jsonl_err, _ = _errors(tmp_path)
+    assert (parse_err.line, parse_err.column, parse_err.offset) == (1, 4, 3)
+    assert parse_err.expected == "<|system_start|>"
+    assert (render_err.message_index, render_err.reason.split(":")[0]) == (1, "Invalid message role")
+    assert jsonl_err.lineno == 2 and jsonl_err.name.endswith("bad.jsonl")
+    assert isinstance(jsonl_err, ApertusError) and isinstance(jsonl_err, ValueError)
+
+
+@pytest.mark.parametrize("protocol", [0, 2, pickle.HIGHEST_PROTOCOL])
+def test_errors_pickle_with_their_attributes(tmp_path, protocol):
+    for err in _errors(tmp_path):
+        _same(err, pickle.loads(pickle.dumps(err, protocol)))
+
+
+def test_errors_copy(tmp_path):
+    for err in _errors(tmp_path):
+        _same(err, copy.copy(err))
+        _same(err, copy.deepcopy(err))
+
+
+def test_errors_unpickle_in_a_fresh_process(tmp_path):
+    # The formatter's error class is built on first use; a process that has not
+    # raised one yet must still find it by name.
+    blob = pickle.dumps(_errors(tmp_path))
+    code = (
+        "import pickle, sys\n"
+        "errs = pickle.loads(sys.stdin.buffer.read())\n"
+        "for e in errs:\n"
+        "    print(type(e).__name__, sorted(vars(e)), e.args[0].splitlines()[0])\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", code], input=blob, env=env,
+                         capture_output=True, check=True)
+    lines = out.stdout.decode().splitlines()
+    assert [line.split(" ")[0] for line in lines] == [
+        "ParseError", "RenderError", "JsonlError",
+        "TemplateRenderError" if _jinja2_importable() else "RenderError",
+    ]
+    assert lines[0].startswith(
+        "ParseError ['column', 'excerpt', 'expected', 'found', 'line', 'offset', 'reason'] "
+        "missing system block at line 1, column 4")
+
+
+def _jinja2_importable() -> bool:
+    try:
+        import jinja2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _parse_in_worker(text):
+    return parse(text, strict=True).messages
+
+
+def _render_in_worker(messages):
+    return render(messages, date="2026-01-01")
+
+
+def test_worker_errors_reach_the_parent_of_a_pool():
+    # The regression this guards against hung: get() times out instead.
+    with multiprocessing.Pool(2) as pool:
+        good = pool.apply_async(_parse_in_worker, (render([{"role": "user", "content": "q"}],
+                                                          date="2026-01-01"),))
+        assert good.get(timeout=60) == [{"role": "user", "content": "q"}]
+        with pytest.raises(ParseError) as info:
+            pool.apply_async(_parse_in_worker, (BAD_TEXT,)).get(timeout=60)
+        assert (info.value.line, info.value.column, info.value.offset) == (1, 4, 3)
+        with pytest.raises(RenderError) as info:
+            pool.apply_async(_render_in_worker, (BAD_MESSAGES,)).get(timeout=60)
+        assert info.value.message_index == 1
