@@ -469,6 +469,55 @@ def test_streaming_truncated_at_close(backend):
     assert err.value.offset == 2 and "unexpected end of data" in err.value.found
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+@pytest.mark.parametrize("data", [
+    "<s><|system_start|>sys<|system_end|><|user_start|>é😀 q<|user_end|><|assistant_start|>"
+    "<|inner_prefix|>think<|inner_suffix|>answer<|assistant_end|>",
+    "<s><|system_start|>sys<|system_end|><|user_start|>é😀 q<|user_end|>".encode(),
+])
+def test_copies_continue_independently(backend, how, data):
+    # e.g. one lexer per candidate continuation of a completion (beam search)
+    import copy
+    import pickle
+
+    clone = {"copy": copy.copy, "deepcopy": copy.deepcopy,
+             "pickle": lambda lx: pickle.loads(pickle.dumps(lx))}[how]
+    whole = lex(data, backend=backend)
+    for cut in range(len(data) + 1):
+        for split in (cut // 2, cut):  # feed the prefix in one or two chunks
+            lx = Lexer(backend=backend)
+            head = lx.feed(data[:split]) + lx.feed(data[split:cut])
+            twin = clone(lx)
+            assert twin._core is lx._core and repr(twin) == repr(lx)
+            assert twin.pending_text() == lx.pending_text()
+            # the original takes a different continuation (invalid UTF-8 after a cut
+            # inside a character), the twin the real one
+            try:
+                lx.feed(b"x" if isinstance(data, bytes) else "x")
+                lx.close()
+            except ParseError:
+                pass
+            assert twin.pending_text() == data[slice(*twin.pending_span())]
+            rest = twin.feed(data[cut:])
+            assert all(twin.text(e.start, e.end) == data[e.start:e.end] for e in rest)
+            rest += twin.close()
+            assert head + rest == whole, (cut, split)
+
+
+def test_pickled_lexer_falls_back_to_the_twin(monkeypatch):
+    import pickle
+
+    lx = Lexer("apertus-1", backend="cython" if _lex._lexer_c is not None else "python")
+    lx.feed("<s><|system_start|>ab")
+    blob = pickle.dumps(lx)
+    monkeypatch.setattr(_lex, "_lexer_c", None)   # an install without the extension
+    twin = pickle.loads(blob)
+    assert twin._core is _lex._lexer_py
+    assert twin.feed("c<|system_end|>") + twin.close() == lex(
+        "<s><|system_start|>abc<|system_end|>", "apertus-1", backend="python")[2:]
+
+
 def test_empty_lexer():
     lx = Lexer()
     assert lx.pending_text() == "" and lx.pending_span() == (0, 0) and lx.offset == 0

@@ -180,6 +180,9 @@ class Lexer:
     UTF-8 raises :class:`ParseError` (absolute offset, line, column) from the
     ``feed()``/``close()`` that sees it; the lexer is then closed. ``feed()`` after
     ``close()`` raises ``ValueError``; ``close()`` again returns ``[]``.
+
+    A lexer can be copied (``copy.copy``/``copy.deepcopy``) or pickled mid-stream;
+    the copy continues independently of the original.
     """
 
     def __init__(self, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None):
@@ -198,6 +201,27 @@ class Lexer:
         self._lines = 0          # newlines in [0, _base)
         self._line_start = 0     # offset just after the last newline in [0, _base)
         self._closed = False
+
+    def __getstate__(self) -> dict:
+        # Copies (copy.copy, copy.deepcopy) and pickles of a lexer mid-stream continue
+        # independently: e.g. one copy per candidate continuation of a completion.
+        # The scanner module is stored by backend name and its token table rebuilt.
+        state = self.__dict__.copy()
+        state["_core"] = "python" if self._core is _lexer_py else "cython"
+        del state["_table"]
+        state["_pieces"] = list(self._pieces)
+        state["_piece_starts"] = list(self._piece_starts)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        backend = state.pop("_core")
+        # A lexer pickled with the compiled scanner continues on the pure-Python twin
+        # where the extension is not compiled (the two give identical events).
+        core = _lexer_py if backend == "python" or _lexer_c is None else _lexer_c
+        self.__dict__.update(state)
+        self._core = core
+        self._table = _table(core, self.dialect)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
