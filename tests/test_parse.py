@@ -194,7 +194,14 @@ def test_lenient_recovers_truncated_model_output(dialect):
     assert blocks[-1] == {"type": "tool_calls", "calls": [
         {"name": "weather", "arguments": '{"city": "Bern"}'},
         {"name": "news", "arguments": '{"topic": "Sw'}]}
-    assert any("tools_suffix" in w for w in out.warnings)
+    line = prompt.count("\n") + 1
+    column = len(prompt) - prompt.rfind("\n")   # 1-based column of the completion
+    assert out.warnings == [   # each once (the look-ahead after </inner_suffix> kept none)
+        f"line {line}, column {column + len(completion)}: tool calls not closed "
+        "(expected <|tools_suffix|>)",
+        f"line {line}, column {column + completion.index('[')}: recovered 2 tool call(s) "
+        "from malformed text '[{\"weather\": {\"city\": \"Bern\"}}, {\"news\": {\"topic\": \"Sw'",
+    ]
 
 
 def test_lenient_bare_completion_and_think_tags():

@@ -776,8 +776,8 @@ class _Builder:
                                      "malformed tool calls",
                                      '[{"name": arguments}, ...] then <|tools_suffix|>')
             calls = _salvage_calls(raw)
-            self.warnings.append(f"recovered {len(calls)} tool call(s) from malformed text "
-                                 f"{raw[:60]!r}")
+            self.recover(body_start if body_start < b else j,
+                         f"recovered {len(calls)} tool call(s) from malformed text {raw[:60]!r}")
         elif not suffix_ok:
             pass
         return calls, nxt
@@ -832,6 +832,7 @@ class _Builder:
                 in_inner = False
                 j += 1
                 if j < b and self.kind(j) == _K_TOOLS_PREFIX and blocks:
+                    noted = len(self.warnings)
                     calls, nxt = self.tool_calls(j, b)
                     if len(calls) == 1 and calls[0][0] == "display_answers":
                         # the call block closed the reasoning itself
@@ -841,6 +842,9 @@ class _Builder:
                         after_calls = True
                         j = nxt
                         continue
+                    # only a look ahead: the calls are read (and warned about) again
+                    # as the outer section's, in the next round
+                    del self.warnings[noted:]
                 cur = {"type": "response", "text": ""}
                 blocks.append(cur)
             elif k == _K_TOOLS_PREFIX:
