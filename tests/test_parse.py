@@ -204,6 +204,25 @@ def test_lenient_recovers_truncated_model_output(dialect):
     ]
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_lenient_unclosed_turn_before_a_user_message_is_one_warning(dialect):
+    # a model that skips <|assistant_end|> and writes the next user turn itself
+    prompt = render([{"role": "user", "content": "q"}], dialect=dialect,
+                    add_generation_prompt=True, date="2026-01-01")
+    text = prompt + "a<|user_start|>more"
+    out = parse(text, dialect=dialect, strict=False)
+    assert out.messages[-2:] == [{"role": "assistant", "content": "a"},
+                                 {"role": "user", "content": "more"}]
+    line = text.count("\n") + 1
+    column = len(prompt) - prompt.rfind("\n") + 1        # at <|user_start|>
+    assert out.warnings == [
+        f"line {line}, column {column}: assistant turn not closed before a user message "
+        "(expected <|assistant_end|>)",
+        f"line {line}, column {column + len('<|user_start|>more')}: user message opened at "
+        f"offset {len(prompt) + 1} not closed (expected <|user_end|>)",
+    ]
+
+
 def test_lenient_bare_completion_and_think_tags():
     out = parse("<think>hmm</think>Hello!", dialect="apertus-1.5", strict=False)
     assert out.messages == [{"role": "assistant", "content": {"blocks": [

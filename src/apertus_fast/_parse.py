@@ -690,7 +690,8 @@ class _Builder:
             return
         # open turn
         if self.i < n and not at_end:
-            self.recover(self.i, "assistant turn not closed", "<|assistant_end|>")
+            if self.kind(self.i) != _K_USER_START:  # (that one assistant_turn reported)
+                self.recover(self.i, "assistant turn not closed", "<|assistant_end|>")
             return
         if d.closes_last_turn and not self.waiting:
             result.continue_assistant_message = True
