@@ -92,6 +92,31 @@ def test_install_as_apertus_format_serves_from_imports(tmp_path):
     assert run.stdout.split() == ["apertus_fast", "True"]
 
 
+def test_install_as_apertus_format_serves_the_reference_modules(tmp_path):
+    """The reference package's modules: apertus_format.enums, .models, .formatter."""
+    (tmp_path / "user_code.py").write_text(
+        "from apertus_format.models import Conversation, Message, AssistantBlock\n"
+        "from apertus_format.enums import Role, BlockType\n"
+        "from apertus_format.formatter import ApertusFormatter\n"
+        "import apertus_format.models\n"
+        "import apertus_format.enums as enums\n"
+        "def go():\n"
+        "    conv = Conversation([Message(role=enums.Role.USER, content='Hi')])\n"
+        "    assert apertus_format.models.Message is Message\n"
+        "    return ApertusFormatter().format_conversation(conv)\n",
+        encoding="utf-8")
+    program = ("import apertus_fast\n"
+               "apertus_fast.install_as_apertus_format()\n"
+               "import user_code\n"
+               "print(user_code.go().endswith('<|user_start|>Hi<|user_end|>'))\n"
+               "print(user_code.Message is apertus_fast.Message, user_code.Role is apertus_fast.Role,\n"
+               "      user_code.ApertusFormatter is apertus_fast.ApertusFormatter)\n")
+    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "True", "True", "True"]
+
+
 def test_without_install_the_alias_is_only_a_local_name():
     """Why install_as_apertus_format exists (and what the docs say about it)."""
     program = ("import apertus_fast as apertus_format\n"

@@ -226,6 +226,23 @@ def test_every_api_name_is_exported():
         assert name in apertus_format.__all__, name
 
 
+def test_reference_module_layout():
+    # apertus_format.enums / .models / .formatter, as the reference package lays them out
+    # (its __init__ imports them, so `apertus_format.models.Message` works without an import)
+    layout = {
+        "enums": ["Role", "BlockType", "ContentFormat", "SectionType"],
+        "models": ["TextPart", "SystemContent", "UserContent", "ToolCall", "ToolOutput",
+                   "AssistantBlock", "AssistantContent", "Message", "Conversation"],
+        "formatter": ["ApertusFormatter"],
+    }
+    for module_name, names in layout.items():
+        module = getattr(apertus_format, module_name)
+        assert sorted(module.__all__) == sorted(names)
+        for name in names:
+            assert getattr(module, name) is getattr(apertus_format, name), (module_name, name)
+    assert not set(layout) & set(apertus_format.__all__)  # not in the reference's __all__
+
+
 def test_import_needs_no_jinja_and_no_template_file():
     code = (
         "import sys, apertus_fast as af\n"

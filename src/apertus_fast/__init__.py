@@ -62,6 +62,10 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS) + ["BACKEND", "backends", "install_as_apertus_format", "__version__"]
 
+# The reference package's modules (``apertus_format.enums``, ``.models``, ``.formatter``),
+# for code that imports from them; loaded on first use like the names above.
+_REFERENCE_MODULES = ("enums", "models", "formatter")
+
 #: Modules that are compiled by Cython when the package is built with a compiler.
 #: ``_render_fast`` (the renderer's hot path) exists only compiled: without it, the
 #: general renderer in ``_render`` renders everything.
@@ -92,13 +96,17 @@ def install_as_apertus_format():
     ``import apertus_fast as apertus_format`` serves code in the same file. Code
     elsewhere that runs ``import apertus_format`` or ``from apertus_format import
     Message`` looks the name up in ``sys.modules``, so call this once at start-up,
-    before that code is imported. It replaces the reference package if that is
-    installed (or already imported: modules that imported it before keep their
-    references). Returns the ``apertus_fast`` module."""
+    before that code is imported. The reference's modules come along:
+    ``from apertus_format.models import Message`` (and ``.enums``, ``.formatter``)
+    gives the same objects. It replaces the reference package if that is installed
+    (or already imported: modules that imported it before keep their references).
+    Returns the ``apertus_fast`` module."""
     import sys
 
     module = sys.modules[__name__]
     sys.modules["apertus_format"] = module
+    for name in _REFERENCE_MODULES:
+        sys.modules[f"apertus_format.{name}"] = importlib.import_module(f"{__name__}.{name}")
     return module
 
 
@@ -113,6 +121,8 @@ def __getattr__(name):
     elif name in _EXPORTS:
         module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
         value = getattr(module, name)
+    elif name in _REFERENCE_MODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
