@@ -126,8 +126,9 @@ def _render_in_worker(messages):
 
 
 def test_worker_errors_reach_the_parent_of_a_pool():
-    # The regression this guards against hung: get() times out instead.
-    with multiprocessing.Pool(2) as pool:
+    # The regression this guards against hung: get() times out instead. "spawn": forking
+    # a multi-threaded process (a pytest-xdist worker) may deadlock the child.
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
         good = pool.apply_async(_parse_in_worker, (render([{"role": "user", "content": "q"}],
                                                           date="2026-01-01"),))
         assert good.get(timeout=60) == [{"role": "user", "content": "q"}]
