@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+from tests.fresh import run_python
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 PRELUDE = {
@@ -86,9 +88,7 @@ def test_install_as_apertus_format_serves_from_imports(tmp_path):
                "import user_code\n"
                "name, text = user_code.go()\n"
                "print(name); print(text.endswith('<|user_start|>Hi<|user_end|>'))\n")
-    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
-    assert run.returncode == 0, run.stderr
+    run = run_python(program, cwd=tmp_path)
     assert run.stdout.split() == ["apertus_fast", "True"]
 
 
@@ -111,9 +111,7 @@ def test_install_as_apertus_format_serves_the_reference_modules(tmp_path):
                "print(user_code.go().endswith('<|user_start|>Hi<|user_end|>'))\n"
                "print(user_code.Message is apertus_fast.Message, user_code.Role is apertus_fast.Role,\n"
                "      user_code.ApertusFormatter is apertus_fast.ApertusFormatter)\n")
-    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
-    assert run.returncode == 0, run.stderr
+    run = run_python(program, cwd=tmp_path)
     assert run.stdout.split() == ["True", "True", "True", "True"]
 
 
@@ -121,5 +119,5 @@ def test_without_install_the_alias_is_only_a_local_name():
     """Why install_as_apertus_format exists (and what the docs say about it)."""
     program = ("import apertus_fast as apertus_format\n"
                "import sys; print('apertus_format' in sys.modules)\n")
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    run = run_python(program)
     assert run.stdout.strip() == "False"

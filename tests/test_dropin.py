@@ -17,7 +17,6 @@ import io
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -39,6 +38,7 @@ from apertus_fast import (
     ToolOutput,
     UserContent,
 )
+from tests.fresh import run_python
 from tests.oracle import ORACLE_MISSING, compiled
 
 try:
@@ -251,10 +251,7 @@ def test_import_needs_no_jinja_and_no_template_file():
         "f.format_conversation(c)\n"
         "print('jinja2' in sys.modules)\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert run_python(code).stdout.strip() == "False"
 
 
 # ------------------------------------------------------------------------- enums
@@ -820,10 +817,8 @@ def test_formatter_errors_without_jinja2_are_plain_render_errors():
         "    except af.RenderError as e:\n"
         "        print(type(e).__name__, e.message_index, e)\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.splitlines() == ["RenderError 1 message 1: Tool message outside of assistant"] * 2
+    assert run_python(code).stdout.splitlines() == [
+        "RenderError 1 message 1: Tool message outside of assistant"] * 2
 
 
 @needs_oracle

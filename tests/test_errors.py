@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import copy
 import multiprocessing
-import os
 import pickle
-import subprocess
-import sys
 
 import pytest
 
 from apertus_fast import ApertusError, ApertusFormatter, Conversation, Message, ParseError
 from apertus_fast import RenderError, parse, render
 from apertus_fast._io import JsonlError, read_jsonl
+from tests.fresh import run_python
 
 BAD_TEXT = "<s><|user_start|>x"
 BAD_MESSAGES = [{"role": "user", "content": "q"}, {"role": "developer", "content": "x"}]
@@ -96,10 +94,7 @@ def test_errors_unpickle_in_a_fresh_process(tmp_path):
         "for e in errs:\n"
         "    print(type(e).__name__, sorted(vars(e)), e.args[0].splitlines()[0])\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    out = subprocess.run([sys.executable, "-c", code], input=blob, env=env,
-                         capture_output=True, check=True)
-    lines = out.stdout.decode().splitlines()
+    lines = run_python(code, input=blob).stdout.decode().splitlines()
     assert [line.split(" ")[0] for line in lines] == [
         "ParseError", "RenderError", "JsonlError",
         "TemplateRenderError" if _jinja2_importable() else "RenderError",

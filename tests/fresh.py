@@ -1,0 +1,22 @@
+"""Running code in a fresh interpreter, for what one process cannot show: import-time
+behaviour, modules not yet loaded, objects crossing a process boundary."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def run_python(code: str, *, cwd=None, input: bytes | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``code`` with ``python -c`` in a new interpreter that imports the same
+    apertus_fast as the tests (their ``sys.path`` as ``PYTHONPATH``; ``cwd`` first).
+    Fails the test, with the child's stderr, unless it exits 0. Output is text, unless
+    ``input`` is bytes (then stdout is bytes too)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    run = subprocess.run([sys.executable, "-c", code], cwd=cwd, input=input, env=env,
+                         capture_output=True, text=input is None, timeout=timeout)
+    stderr = run.stderr if input is None else run.stderr.decode(errors="replace")
+    assert run.returncode == 0, f"the fresh interpreter failed:\n{stderr[-3000:]}"
+    return run
