@@ -42,7 +42,7 @@ SIGNATURES = (
     'lx = Lexer(dialect="apertus-format-reference", *, backend=None)',
 )
 
-DOCS = ["README.md", "docs/dropin.md", "docs/lexer.md", "docs/cli.md"]
+DOCS = ["README.md", "docs/dropin.md", "docs/lexer.md", "docs/cli.md", "docs/rendering.md"]
 
 
 def python_blocks(path: pathlib.Path) -> list[str]:

@@ -25,6 +25,8 @@ _EXPORTS = {
     "render": "_render",
     "render_date": "_render",
     "render_tools": "_render",
+    "render_with_spans": "_spans",
+    "Rendered": "_spans",
     # dialects
     "DIALECTS": "_dialects",
     "DEFAULT_DIALECT": "_dialects",

@@ -32,11 +32,12 @@ cpdef str _render_tool(object tool, bint trim, bint jinja_json, bint native)
 
 cpdef str render_date(object date=*)
 cdef tuple _system_prompt(object messages, object d, object date)
+cdef _model(list out, object marks, bint on)
 @cython.locals(in_assistant=bint, in_tool=bint, in_inner=bint, waiting=bint, fmt=int,
                n=Py_ssize_t, i=Py_ssize_t, first=bint, openai_shapes=bint,
                tout_open=str, tout_close=str)
 cdef _render_messages(object messages, Py_ssize_t start, object d, list out,
-                      bint continue_assistant_message)
+                      bint continue_assistant_message, object marks)
 cdef _user(object content, object d, list out)
 cdef _user_parts(object parts, object d, list out)
 cdef bint _is_display_answers(object calls) except -1

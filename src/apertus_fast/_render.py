@@ -609,6 +609,15 @@ def render(
 def _render_general(messages, dialect, tools, enable_thinking, add_generation_prompt,
                     continue_assistant_message, date, bos_token, tools_text):
     """``render`` on the general path: every input, every Jinja value rule, every error."""
+    return "".join(_render_pieces(messages, dialect, tools, enable_thinking,
+                                  add_generation_prompt, continue_assistant_message, date,
+                                  bos_token, tools_text, None))
+
+
+def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                   continue_assistant_message, date, bos_token, tools_text, marks):
+    """The rendered text as a list of pieces. ``marks`` (a list, or ``None``) receives
+    the piece indices where the model's text begins and ends (see ``_model``)."""
     d = DIALECTS.get(dialect) if type(dialect) is str else None
     if d is None:
         d = get_dialect(dialect)
@@ -643,10 +652,11 @@ def _render_general(messages, dialect, tools, enable_thinking, add_generation_pr
             raise _tools_error(exc) from None
     else:
         out.append(_NO_TOOLS)
-    _render_messages(messages, start, d, out, bool(continue_assistant_message))
+    _render_messages(messages, start, d, out, bool(continue_assistant_message), marks)
+    _model(out, marks, False)
     if add_generation_prompt:
         out.append(ASSISTANT_START)
-    return "".join(out)
+    return out
 
 
 def _reason(exc):
@@ -692,7 +702,15 @@ def _render_error(exc, index):
     return RenderError(_reason(exc), index)
 
 
-def _render_messages(messages, start, d, out, continue_assistant_message):
+def _model(out, marks, on):
+    """Span bookkeeping for ``render_with_spans``: the pieces appended from now on are
+    (``on``) or are not the model's own text. ``marks`` holds the piece indices where
+    the state changed, starting in the prompt's state; ``None`` keeps no record."""
+    if marks is not None and (len(marks) & 1) != on:
+        marks.append(len(out))
+
+
+def _render_messages(messages, start, d, out, continue_assistant_message, marks):
     tout_open = d.tool_output_open
     tout_close = d.tool_output_close
     openai_shapes = d.openai_shapes
@@ -710,10 +728,13 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
             if role == "user":
                 in_inner = False
                 if in_tool:
+                    _model(out, marks, False)
                     out.append(tout_close)
                     in_tool = False
                 if in_assistant:
+                    _model(out, marks, True)
                     out.append(ASSISTANT_END)
+                    _model(out, marks, False)
                     in_assistant = False
                 if "content" in message:
                     _user(attr(message, "content"), d, out)
@@ -726,8 +747,10 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                 content = attr(message, "content")
                 if isinstance(content, str) and fmt != _FMT_MAPPING:
                     if in_tool:
+                        _model(out, marks, False)
                         out.append(tout_close)
                         in_tool = False
+                    _model(out, marks, True)
                     fmt = _FMT_STRING
                     out.append(text(content))  # {{ message.content }}: str(), as for a subclass
                 elif is_mapping(content) and "blocks" in content and fmt != _FMT_STRING:
@@ -737,16 +760,20 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                         btype = attr(block, "type")
                         if btype == "thoughts":
                             if in_tool:
+                                _model(out, marks, False)
                                 out.append(tout_close)
                                 in_tool = False
+                            _model(out, marks, True)
                             if not in_inner:
                                 in_inner = True
                                 out.append(INNER_PREFIX)
                             out.append(text(attr(block, "text")))
                         elif btype == "tool_calls":
                             if in_tool:
+                                _model(out, marks, False)
                                 out.append(tout_close)
                                 in_tool = False
+                            _model(out, marks, True)
                             calls = attr(block, "calls")
                             if in_inner and not first and _is_display_answers(calls):
                                 in_inner = False
@@ -757,16 +784,20 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                             if in_tool:
                                 raise _Fail("Cannot have both tool outputs as separate "
                                             "messages and tool outputs as blocks")
+                            _model(out, marks, False)
                             out.append(tout_open)
                             out.append(", ".join([text(attr(o, "output"))
                                                   for o in seq(attr(block, "outputs"),
                                                                'a tool_outputs block\'s "outputs"')]))
                             out.append(tout_close)
+                            _model(out, marks, True)
                             waiting = False
                         elif btype == "response":
                             if in_tool:
+                                _model(out, marks, False)
                                 out.append(tout_close)
                                 in_tool = False
+                            _model(out, marks, True)
                             # the template's (not loop.first and in_inner) or
                             # (in_assistant and in_inner): in_assistant always holds here
                             if in_inner:
@@ -781,11 +812,13 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
                 if "tool_calls" in message:
                     legacy = attr(message, "tool_calls")
                     if legacy:
+                        _model(out, marks, True)
                         out.append(_legacy_calls(legacy, openai_shapes))
                         waiting = True
             elif role == "tool":
                 if not in_assistant:
                     raise _Fail("Tool message outside of assistant")
+                _model(out, marks, False)
                 if not in_tool:
                     out.append(tout_open)
                     in_tool = True
@@ -799,8 +832,10 @@ def _render_messages(messages, start, d, out, continue_assistant_message):
     except _ERRORS as exc:
         raise _render_error(exc, i) from None
     if in_tool:
+        _model(out, marks, False)
         out.append(tout_close)
     if d.closes_last_turn and in_assistant and not continue_assistant_message and not waiting:
+        _model(out, marks, True)
         out.append(ASSISTANT_END)
 
 

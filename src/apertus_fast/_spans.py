@@ -1,0 +1,116 @@
+"""Loss masks: which characters of a rendered conversation are the model's own text.
+
+A training pipeline renders a conversation and trains the model only on what the model
+produced in it, not on the prompt, the user's turns or the tool outputs that the
+environment inserted. Only the renderer knows where each piece of the text came from
+(in the bracket dialects a tool output is plain ``[a, b]`` text that no parser can tell
+apart reliably), so the spans come from the renderer itself: ``render_with_spans``
+renders exactly the text of ``render`` and records the model's spans on the way.
+
+The conventions (``docs/rendering.md``, "Loss masks") in short: the spans cover each
+assistant turn from just after ``<|assistant_start|>`` to its ``<|assistant_end|>``
+inclusive, and leave out every tool-output region (from ``[`` or
+``<|tool_output_start|>`` to ``]`` or ``<|tool_output_end|>``, inclusive).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import NamedTuple
+
+from ._dialects import DEFAULT_DIALECT
+from ._render import _render_pieces
+
+__all__ = ["Rendered", "render_with_spans"]
+
+
+class Rendered(NamedTuple):
+    """A rendered conversation and the spans of it that the model produced.
+
+    ``spans`` are half-open ``(start, end)`` character (code point) offsets into
+    ``text``, sorted, non-empty, and neither overlapping nor touching (touching ones
+    are merged). ``text[start:end]`` for each is what the model generated there.
+    """
+
+    text: str
+    spans: list
+
+    def segments(self) -> list[str]:
+        """The model's text, span by span."""
+        text = self.text
+        return [text[start:end] for start, end in self.spans]
+
+    def token_mask(self, offsets) -> list[bool]:
+        """One bool per token: whether the token is (partly) the model's text.
+
+        ``offsets`` are the tokens' ``(start, end)`` character offsets into ``text``, as
+        a Hugging Face fast tokenizer returns them with ``return_offsets_mapping=True``
+        (a list of pairs, or an array of shape ``(n, 2)``). A token counts when its
+        characters overlap a span, so a token that straddles a span's edge is trained
+        on, as in ``transformers``' ``return_assistant_tokens_mask``. Tokens with no
+        characters (``(0, 0)``: special tokens the tokenizer added) never count.
+        """
+        spans = self.spans
+        ends = [end for _, end in spans]
+        n = len(spans)
+        mask = []
+        append = mask.append
+        for start, end in offsets:
+            if end <= start:
+                append(False)
+                continue
+            k = bisect_right(ends, start)  # the first span that ends after the token starts
+            append(k < n and spans[k][0] < end)
+        return mask
+
+
+def render_with_spans(
+    messages,
+    *,
+    dialect=DEFAULT_DIALECT,
+    tools=None,
+    enable_thinking=False,
+    add_generation_prompt=False,
+    continue_assistant_message=False,
+    date=None,
+    bos_token="<s>",
+    tools_text=None,
+) -> Rendered:
+    """Render as :func:`render` does (the same arguments, the same text, the same
+    errors) and return the text with the character spans the model produced: the loss
+    mask of a training example.
+
+    Each assistant turn's span starts after ``<|assistant_start|>`` (the prompt ends
+    with it, as ``add_generation_prompt`` leaves it) and ends after its
+    ``<|assistant_end|>`` (the model learns to stop), or where the text ends if the
+    template leaves the turn open. Tool outputs inside a turn are the environment's and
+    are cut out of it, with the tokens or brackets around them; ``<|tools_suffix|>``,
+    after which the model stops to wait for them, stays in. System, developer and user
+    sections are never in a span.
+    """
+    marks = []
+    pieces = _render_pieces(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                            continue_assistant_message, date, bos_token, tools_text, marks)
+    spans = []
+    position = 0
+    previous = 0
+    start = 0
+    for k, index in enumerate(marks):  # piece indices, ascending: begin, end, begin, ...
+        position += sum(map(len, pieces[previous:index]))
+        previous = index
+        if k & 1:
+            _add(spans, start, position)
+        else:
+            start = position
+    return Rendered("".join(pieces), spans)
+
+
+def _add(spans: list, start: int, end: int) -> None:
+    """Append ``(start, end)``, dropping it if empty and merging it with the last span
+    if the two touch."""
+    if end <= start:
+        return
+    if spans and spans[-1][1] == start:
+        spans[-1] = (spans[-1][0], end)
+    else:
+        spans.append((start, end))

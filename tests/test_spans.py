@@ -1,0 +1,333 @@
+"""Loss-mask spans: ``render_with_spans`` and ``Rendered.token_mask``.
+
+* the text and the errors are exactly ``render``'s, for realistic and wild inputs;
+* painting law: with every string the model writes made of one marker character and
+  every string the environment writes (system, user, tool outputs) of another, every
+  model character is inside a span and every environment character outside; so is
+  every special token, by who writes it (``<|assistant_end|>``, ``<|inner_prefix|>``,
+  ... the model; ``<|assistant_start|>``, ``<|tool_output_start|>``, ... the prompt);
+* edge law: a span begins right after ``<|assistant_start|>`` or a tool output's close,
+  and ends after ``<|assistant_end|>`` or ``<|tools_suffix|>``, before a tool output's
+  opening, or where the text (or the generation prompt) begins;
+* exact spans for readable examples of every dialect (docs/rendering.md, "Loss masks").
+
+Examples per dialect: half of ``APERTUS_LAW_EXAMPLES`` (CI sets 10000) for each law,
+a tenth for the wild inputs (whose errors the oracle tests also compare).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from apertus_fast import Kind, RenderError, Rendered, get_dialect, lex, render, render_with_spans
+from apertus_fast._dialects import TOKEN_TEXT
+
+from .strategies import DIALECTS, render_flags, render_inputs, conversations, wild_render_inputs
+from .test_laws import calls_inside_tool_group
+
+EXAMPLES = int(os.environ.get("APERTUS_LAW_EXAMPLES", "300"))
+SPAN_SETTINGS = settings(max_examples=max(100, EXAMPLES // 2), deadline=None,
+                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+WILD_SETTINGS = settings(SPAN_SETTINGS, max_examples=max(100, EXAMPLES // 10))
+
+DATE = "2026-01-01"
+MODEL, ENV = "\u2460", "\u2461"  # ① the model wrote it, ② the environment did
+
+#: tokens the model writes (everything else the prompt or the environment writes)
+MODEL_TOKENS = {Kind.ASSISTANT_END, Kind.INNER_PREFIX, Kind.INNER_SUFFIX, Kind.TOOLS_PREFIX,
+                Kind.TOOLS_SUFFIX}
+
+
+def _render_both(dialect, kwargs):
+    """``(render's result or error, render_with_spans' result or error)``."""
+    results = []
+    for fn in (render, render_with_spans):
+        try:
+            results.append(fn(dialect=dialect, **kwargs))
+        except RenderError as exc:
+            results.append(exc)
+    return results
+
+
+def _check_spans(r: Rendered):
+    assert isinstance(r.spans, list)
+    last_end = -1
+    for span in r.spans:
+        assert type(span) is tuple and len(span) == 2
+        start, end = span
+        assert 0 <= start < end <= len(r.text)
+        assert start > last_end, f"spans overlap or touch: {r.spans}"
+        last_end = end
+
+
+def _inside(spans, start, end):
+    """Whether [start, end) lies inside one span (True), outside all (False), or across."""
+    for s, e in spans:
+        if s <= start and end <= e:
+            return True
+        if start < e and s < end:
+            return None
+    return False
+
+
+# --------------------------------------------------------------------------- same text, edges
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@SPAN_SETTINGS
+@given(data=render_inputs())
+def test_same_text_as_render_and_edge_law(dialect, data):
+    plain, spanned = _render_both(dialect, data)
+    if isinstance(plain, RenderError):
+        assert type(spanned) is type(plain) and str(spanned) == str(plain)
+        assert spanned.message_index == plain.message_index
+        return
+    assert isinstance(spanned, Rendered)
+    assert spanned.text == plain
+    _check_spans(spanned)
+    if not calls_inside_tool_group(data["messages"]):  # there a span starts after "[out"
+        _check_edges(spanned, get_dialect(dialect))
+
+
+def _check_edges(r: Rendered, d):
+    """A span begins after the prompt's ``<|assistant_start|>`` or a tool output's close,
+    and ends after a stop token, before a tool output, or at the end of the text (or of
+    the text before the generation prompt)."""
+    start_token = TOKEN_TEXT[Kind.ASSISTANT_START]
+    end_tokens = (TOKEN_TEXT[Kind.ASSISTANT_END], TOKEN_TEXT[Kind.TOOLS_SUFFIX])
+    text = r.text
+    for s, e in r.spans:
+        assert text.endswith(start_token, 0, s) or text.endswith(d.tool_output_close, 0, s), \
+            f"span {s}:{e} begins after {text[max(0, s - 30):s]!r}"
+        rest = text[e:]
+        assert (text.endswith(end_tokens, 0, e) or rest.startswith(d.tool_output_open)
+                or rest in ("", start_token)), \
+            f"span {s}:{e} ends before {text[e:e + 30]!r}"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@WILD_SETTINGS
+@given(data=wild_render_inputs())
+def test_same_errors_as_render(dialect, data):
+    plain, spanned = _render_both(dialect, data)
+    if isinstance(plain, RenderError):
+        assert type(spanned) is type(plain) and str(spanned) == str(plain)
+        assert spanned.message_index == plain.message_index
+    else:
+        assert spanned.text == plain
+        _check_spans(spanned)
+
+
+# --------------------------------------------------------------------------- painting law
+
+_STRUCTURE = frozenset({"role", "content", "type", "blocks", "text", "calls", "outputs",
+                        "output", "parts", "name", "arguments", "function", "tool_calls"})
+
+
+def _paint(value, mark):
+    """``value`` with every string made of ``mark`` (empty strings stay empty; the
+    ``"type"`` and ``"role"`` values and the keys of the message structure stay)."""
+    if isinstance(value, str):
+        if value == "display_answers":  # the name changes the rendering; keep it
+            return value
+        return mark * (1 + len(value) % 3) if value else value
+    if isinstance(value, dict):
+        out = {}
+        for i, (k, v) in enumerate(value.items()):
+            key = k if k in _STRUCTURE or not isinstance(k, str) else f"{mark}{i}"
+            out[key] = v if k in ("role", "type") else _paint(v, mark)
+        return out
+    if isinstance(value, list):
+        return [_paint(v, mark) for v in value]
+    return value
+
+
+def _paint_assistant(content):
+    """An assistant's content: the model's, except the tool outputs of its blocks."""
+    if isinstance(content, dict) and isinstance(content.get("blocks"), list):
+        blocks = []
+        for block in content["blocks"]:
+            if isinstance(block, dict) and block.get("type") == "tool_outputs":
+                blocks.append({k: (_paint(v, ENV) if k == "outputs" else v)
+                               for k, v in block.items()})
+            else:
+                blocks.append(_paint(block, MODEL))
+        return {**{k: _paint(v, MODEL) for k, v in content.items() if k != "blocks"},
+                "blocks": blocks}
+    return _paint(content, MODEL)
+
+
+def _painted(messages):
+    out = []
+    for m in messages:
+        if not isinstance(m, dict):
+            out.append(m)
+        elif m.get("role") == "assistant":
+            out.append({k: (_paint_assistant(v) if k == "content"
+                            else v if k == "role" else _paint(v, MODEL))
+                        for k, v in m.items()})
+        else:
+            out.append(_paint(m, ENV))
+    return out
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@SPAN_SETTINGS
+@given(messages=conversations(), flags=render_flags())
+def test_painting_law(dialect, messages, flags):
+    messages = _painted(messages)
+    flags = dict(flags, bos_token="<s>")
+    try:
+        r = render_with_spans(messages, dialect=dialect, **flags)
+    except RenderError:
+        return
+    _check_spans(r)
+    text, spans = r
+    inside = bytearray(len(text))
+    for s, e in spans:
+        inside[s:e] = b"\1" * (e - s)
+    for i, ch in enumerate(text):
+        if ch == MODEL:
+            assert inside[i], f"model text at {i} outside the spans: {text[max(0, i - 40):i + 40]!r}"
+        elif ch == ENV:
+            assert not inside[i], f"environment text at {i} in a span: {text[max(0, i - 40):i + 40]!r}"
+    # Every special token, by who writes it. Only the default system prompt, the
+    # date and the painted strings are text here, so every token is a real one.
+    for event in lex(text, dialect=dialect):
+        if event.kind == Kind.TEXT:
+            continue
+        where = _inside(spans, event.start, event.end)
+        if event.kind in MODEL_TOKENS:
+            assert where is True, f"{event.kind.name} at {event.start} outside the spans"
+        else:
+            assert where is False, f"{event.kind.name} at {event.start} in a span"
+
+
+# --------------------------------------------------------------------------- examples
+
+WEATHER = [
+    {"role": "user", "content": "Weather in Bern?"},
+    {"role": "assistant", "content": {"blocks": [
+        {"type": "thoughts", "text": "Look it up."},
+        {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": '{"city": "Bern"}'}]},
+        {"type": "tool_outputs", "outputs": [{"output": '{"temp_c": 21}'}]},
+        {"type": "response", "text": "21 °C."},
+    ]}},
+    {"role": "user", "content": "And Zurich?"},
+    {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": '{"city": "Zurich"}'}]},
+    ]}},
+    {"role": "tool", "content": '{"temp_c": 19}'},
+    {"role": "tool", "content": "(cached)"},
+    {"role": "assistant", "content": {"blocks": [{"type": "response", "text": "19 °C."}]}},
+]
+
+CALL_1 = '<|tools_prefix|>[{"get_weather": {"city": "Bern"}}]<|tools_suffix|>'
+CALL_2 = '<|tools_prefix|>[{"get_weather": {"city": "Zurich"}}]<|tools_suffix|>'
+
+
+@pytest.mark.parametrize("dialect, last, output_1, outputs_2", [
+    # the reference template never closes the last turn
+    ("apertus-format-reference", "19 °C.", '[{"temp_c": 21}]', '[{"temp_c": 19}, (cached)]'),
+    ("apertus-1", "19 °C.<|assistant_end|>", '[{"temp_c": 21}]', '[{"temp_c": 19}, (cached)]'),
+    ("apertus-1.5", "19 °C.<|assistant_end|>",
+     '<|tool_output_start|>{"temp_c": 21}<|tool_output_end|>',
+     '<|tool_output_start|>{"temp_c": 19}, (cached)<|tool_output_end|>'),
+])
+def test_blocks_and_tool_messages(dialect, last, output_1, outputs_2):
+    r = render_with_spans(WEATHER, dialect=dialect, date=DATE, enable_thinking=True)
+    assert r.text == render(WEATHER, dialect=dialect, date=DATE, enable_thinking=True)
+    assert r.segments() == [
+        "<|inner_prefix|>Look it up." + CALL_1,
+        "<|inner_suffix|>21 °C.<|assistant_end|>",
+        CALL_2,
+        last,
+    ]
+    # what lies between the spans is the prompt and the environment's text
+    gaps = [r.text[e:s] for (_, e), (s, _) in zip(r.spans, r.spans[1:])]
+    assert gaps == [output_1, "<|user_start|>And Zurich?<|user_end|><|assistant_start|>",
+                    outputs_2]
+    assert r.text[:r.spans[0][0]].endswith("<|user_start|>Weather in Bern?<|user_end|>"
+                                           "<|assistant_start|>")
+    assert r.text[r.spans[-1][1]:] == ""
+
+
+def test_string_assistants_legacy_calls_and_generation_prompt():
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "Time?"},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"type": "function", "function": {"name": "now", "arguments": "{}"}}]},
+        {"role": "tool", "content": "12:00"},
+        {"role": "assistant", "content": "Noon."},
+        {"role": "user", "content": "Thanks"},
+    ]
+    r = render_with_spans(messages, dialect="apertus-1", add_generation_prompt=True)
+    assert r.segments() == ["Hello!<|assistant_end|>",
+                            'Checking.<|tools_prefix|>[{"now": {}}]<|tools_suffix|>',
+                            "Noon.<|assistant_end|>"]
+    assert r.text.endswith("<|user_start|>Thanks<|user_end|><|assistant_start|>")
+    assert r.text[r.spans[1][1]:r.spans[2][0]] == "[12:00]"
+
+
+def test_continued_and_waiting_turns_stay_open():
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hel"}]
+    r = render_with_spans(messages, dialect="apertus-1.5", continue_assistant_message=True)
+    assert r.segments() == ["Hel"] and r.text.endswith("<|assistant_start|>Hel")
+    calls = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}]}]}}]
+    r = render_with_spans(calls, dialect="apertus-1.5")
+    assert r.segments() == ['<|tools_prefix|>[{"f": {}}]<|tools_suffix|>']
+    assert r.spans[-1][1] == len(r.text)  # waiting for the tool's output: no end token
+
+
+def test_prompt_only_conversations_have_no_spans():
+    r = render_with_spans([{"role": "user", "content": "Hi"}], dialect="apertus-1",
+                          add_generation_prompt=True, tools=[{"name": "f", "description": "F"}])
+    assert r.spans == [] and r.segments() == []
+    empty = render_with_spans([{"role": "user", "content": "Hi"},
+                               {"role": "assistant", "content": ""}], dialect="apertus-1")
+    assert empty.segments() == ["<|assistant_end|>"]
+
+
+def test_dataclasses_and_unpacking():
+    from apertus_fast import Conversation, Message
+
+    conv = Conversation.from_messages([Message.user("Hi"), Message.assistant("Hello")])
+    text, spans = render_with_spans(conv.messages, dialect="apertus-1", date=DATE)
+    assert text == render(conv.messages, dialect="apertus-1", date=DATE)
+    assert [text[s:e] for s, e in spans] == ["Hello<|assistant_end|>"]
+
+
+def test_errors_are_renders_errors():
+    with pytest.raises(RenderError, match="message 1") as info:
+        render_with_spans([{"role": "user", "content": "Hi"}, {"role": "tool", "content": "x"}])
+    assert info.value.message_index == 1
+    with pytest.raises(ValueError, match="unknown dialect"):
+        render_with_spans([], dialect="apertus-2")
+
+
+# --------------------------------------------------------------------------- token_mask
+
+def test_token_mask_overlap_rule():
+    r = Rendered("abcdefghij", [(2, 4), (6, 8)])
+    offsets = [(0, 0), (0, 2), (1, 3), (2, 4), (3, 6), (4, 6), (5, 7), (7, 9), (8, 10), (9, 9)]
+    assert r.token_mask(offsets) == [False, False, True, True, True, False, True, True,
+                                     False, False]
+    assert r.token_mask([]) == []
+    assert Rendered("abc", []).token_mask([(0, 1), (1, 3)]) == [False, False]
+    # lists of lists and out-of-order offsets work too (a tokenizer's offset_mapping)
+    assert r.token_mask([[7, 8], [0, 1], [3, 4]]) == [True, False, True]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_token_mask_of_characters_is_the_span_membership(dialect):
+    r = render_with_spans(WEATHER, dialect=dialect, date=DATE)
+    mask = r.token_mask([(i, i + 1) for i in range(len(r.text))])
+    expected = [any(s <= i < e for s, e in r.spans) for i in range(len(r.text))]
+    assert mask == expected
+    assert "".join(ch for ch, m in zip(r.text, mask) if m) == "".join(r.segments())
