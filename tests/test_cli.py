@@ -378,6 +378,49 @@ def test_render_text_mode(capsys):
     assert out == "".join(expected_render(v) + "\n" for v in sample_values())
 
 
+@pytest.mark.parametrize("dialect", ALL_DIALECTS)
+def test_render_spans_mode(tmp_path, dialect, capsys):
+    """--spans: {"text", "spans"} a line, as render_with_spans gives them; the output
+    is parse input, and bad lines are reported as in the other modes."""
+    from apertus_fast import render_with_spans
+
+    values = sample_values()
+    src = write_lines(tmp_path / "f.jsonl", [json.dumps(v) for v in values] + ["[1]"])
+    out = tmp_path / "spans.jsonl"
+    assert cli.main(["render", str(src), "--spans", "--dialect", dialect, "--date", DATE,
+                     "-o", str(out), "--skip-errors"]) == 0
+    assert f"{src}:{len(values) + 1}:" in capsys.readouterr().err
+    lines = read_json_lines(out)
+    assert len(lines) == len(values)
+    for value, line in zip(values, lines):
+        assert list(line) == ["text", "spans"]
+        assert line["text"] == expected_render(value, dialect)
+        messages = value if isinstance(value, list) else value["messages"]
+        kw = {} if isinstance(value, list) else {
+            k: value[k] for k in ("tools", "enable_thinking", "add_generation_prompt") if k in value}
+        r = render_with_spans(messages, dialect=dialect, date=DATE, **kw)
+        assert line["spans"] == [list(span) for span in r.spans]
+    assert any(line["spans"] for line in lines)
+    parsed = tmp_path / "parsed.jsonl"
+    assert cli.main(["parse", str(out), "--dialect", dialect, "-o", str(parsed)]) == 0
+    assert len(read_json_lines(parsed)) == len(values)
+
+
+def test_render_spans_lone_surrogates_and_usage(tmp_path, capsys):
+    src = write_lines(tmp_path / "f.jsonl", [json.dumps([
+        {"role": "user", "content": "a\ud800b"}, {"role": "assistant", "content": "c\udfffd"}])])
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["render", str(src), "--spans", "-o", str(out), "--date", DATE]) == 0
+    raw = out.read_bytes()
+    raw.decode("utf-8")  # valid UTF-8: the surrogates are escaped
+    line = json.loads(raw)
+    start, end = line["spans"][0]
+    assert line["text"][start:end] == "c\udfffd"
+    capsys.readouterr()
+    assert cli.main(["render", str(src), "--spans", "--text"]) == 2
+    assert "not allowed with" in capsys.readouterr().err
+
+
 def test_render_lone_surrogates_stay_valid_json(tmp_path, capsys):
     src = write_lines(tmp_path / "f.jsonl", ['{"messages": [{"role": "user", "content": "a\\ud800b"}]}'])
     out = tmp_path / "out.jsonl"

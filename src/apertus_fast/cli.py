@@ -58,12 +58,15 @@ add_generation_prompt, continue_assistant_message, date, bos_token (null = not s
 and "dialect" when --dialect is not given. `apertus-fast parse` output is valid input.
 
 output: one JSON string a line (the rendered text), in input order; a bad line is
-reported on stderr as INPUT:LINE: reason and produces no output line.
+reported on stderr as INPUT:LINE: reason and produces no output line. With --spans,
+one object a line instead: {"text": "...", "spans": [[start, end], ...]}, the
+character ranges of the text the model produced (the loss mask; docs/rendering.md).
 
 examples:
   apertus-fast render samples/conversations.jsonl -o rendered.jsonl --date 2026-01-01
   apertus-fast render corpus.jsonl.gz --dialect apertus-1.5 -o rendered.jsonl.gz
   cat corpus.jsonl | apertus-fast render - --skip-errors > rendered.jsonl
+  apertus-fast render samples/conversations.jsonl --spans -o train.jsonl
   apertus-fast render samples/conversations.jsonl --text | less     (for eyes only)
 """
 
@@ -302,6 +305,13 @@ def _json_type(obj) -> str:
     return "an object"
 
 
+def _load_render_with_spans():
+    """The library's ``render_with_spans`` (imported lazily, like ``parse``)."""
+    from ._spans import render_with_spans
+
+    return render_with_spans
+
+
 def _load_parse():
     """The library's ``parse`` (imported lazily: render-only runs never load it)."""
     from ._parse import parse
@@ -322,7 +332,9 @@ def _fixed_date(args) -> str:
 
 
 def _cmd_render(args) -> int:
-    render_fn = render  # looked up per run (tests monkeypatch it)
+    spans_mode = args.spans
+    # looked up per run (tests monkeypatch them)
+    render_fn = _load_render_with_spans() if spans_mode else render
     # == json.dumps(text, ensure_ascii=False) / json.dumps(text) for a str, without the
     # cost of building a JSONEncoder per call (json.dumps does that for non-default args)
     quote = _json_encoder.encode_basestring
@@ -343,7 +355,7 @@ def _cmd_render(args) -> int:
                                               report, counts):
                 try:
                     messages, kw = conversation(obj)
-                    text = render_fn(messages, **kw)
+                    result = render_fn(messages, **kw)
                 except RenderError as exc:
                     report.error(lineno, str(exc))
                     continue
@@ -351,12 +363,18 @@ def _cmd_render(args) -> int:
                     report.error(lineno, str(exc))
                     continue
                 if text_mode:
-                    write((text + "\n").encode("utf-8", "backslashreplace"))
+                    write((result + "\n").encode("utf-8", "backslashreplace"))
+                    rendered += 1
+                    continue
+                if spans_mode:
+                    text, spans = result
+                    head, tail = '{"text": ', ', "spans": ' + json.dumps(spans) + "}\n"
                 else:
-                    try:
-                        write((quote(text) + "\n").encode("utf-8"))
-                    except UnicodeEncodeError:  # lone surrogates: escape them
-                        write((quote_ascii(text) + "\n").encode("ascii"))
+                    text, head, tail = result, "", "\n"
+                try:
+                    write((head + quote(text) + tail).encode("utf-8"))
+                except UnicodeEncodeError:  # lone surrogates: escape them
+                    write((head + quote_ascii(text) + tail).encode("ascii"))
                 rendered += 1
         finally:
             if progress is not None:
@@ -658,9 +676,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="enable_thinking for lines that do not set it")
     p.add_argument("--generation-prompt", action="store_true",
                    help="add_generation_prompt for lines that do not set it")
-    p.add_argument("--text", action="store_true",
-                   help="write the raw texts, each followed by a newline (to read or grep; "
-                        "not lossless, since texts contain newlines)")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--text", action="store_true",
+                       help="write the raw texts, each followed by a newline (to read or "
+                            "grep; not lossless, since texts contain newlines)")
+    shape.add_argument("--spans", action="store_true",
+                       help='write {"text": ..., "spans": [[start, end], ...]} a line: the '
+                            "text and the character ranges the model produced (loss masks)")
     p.set_defaults(func=_cmd_render)
 
     formats = ("auto", "jsonl", "raw")
