@@ -401,9 +401,11 @@ def test_render_spans_mode(tmp_path, dialect, capsys):
         r = render_with_spans(messages, dialect=dialect, date=DATE, **kw)
         assert line["spans"] == [list(span) for span in r.spans]
     assert any(line["spans"] for line in lines)
-    parsed = tmp_path / "parsed.jsonl"
+    # rendered text without its messages: parse it, render the reading with spans
+    parsed, again = tmp_path / "parsed.jsonl", tmp_path / "again.jsonl"
     assert cli.main(["parse", str(out), "--dialect", dialect, "-o", str(parsed)]) == 0
-    assert len(read_json_lines(parsed)) == len(values)
+    assert cli.main(["render", str(parsed), "--spans", "-o", str(again)]) == 0
+    assert read_json_lines(again) == lines
 
 
 def test_render_spans_lone_surrogates_and_usage(tmp_path, capsys):
