@@ -174,6 +174,24 @@ def render_table(r: Results) -> list[str]:
     return out
 
 
+def spans_table(r: Results) -> list[str]:
+    dialects = r.dialects("spans")
+    if not dialects:
+        return []
+    out = ["### Loss-mask spans", "",
+           "`render_with_spans` (the text and the spans the model produced; general path) over "
+           "the same corpus, against jinja2 and `render` of the same run.", "",
+           "| dialect | render_with_spans conv/s | vs jinja2 | time / render's |",
+           "|---|---:|---:|---:|"]
+    for d in dialects:
+        j = r.seconds("render", d, "jinja2")
+        a = r.seconds("render", d, "apertus-fast")
+        s = r.seconds("spans", d, "apertus-fast render_with_spans")
+        out.append(f"| {d} | {_fmt_rate(r.rate('spans', d, 'apertus-fast render_with_spans', 'conversations'))} | "
+                   f"{_fmt_ratio(j / s if (j and s) else None)} | {_fmt_ratio(s / a if (s and a) else None)} |")
+    return out
+
+
 def formatter_table(r: Results) -> list[str]:
     d = "apertus-format-reference"
     base = r.seconds("formatter", d, "reference approach")
@@ -274,7 +292,7 @@ def _commit(data: dict) -> str:
 def report(data: dict, stat: str, skips: list[str], failed: list[str]) -> str:
     r = Results(data, stat)
     parts = []
-    for table in (render_table(r), formatter_table(r), lex_table(r), parse_table(r)):
+    for table in (render_table(r), spans_table(r), formatter_table(r), lex_table(r), parse_table(r)):
         if table:
             parts.append("\n".join(table))
     if skips:

@@ -223,6 +223,27 @@ def test_render_apertus_fast(benchmark, dialect):
     benchmark(run)
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_with_spans(benchmark, dialect):
+    """``render_with_spans`` (group ``spans``): the text and its loss-mask spans, on the
+    general path. Compared with jinja2 and ``render`` of the same run by ``report.py``."""
+    try:
+        from apertus_fast import render_with_spans
+    except ImportError as exc:
+        pytest.skip(f"apertus_fast.render_with_spans is not importable: {exc}")
+    c = case(dialect)
+    args = c.render_args
+    out = [render_with_spans(m, **kw).text for m, kw in args]
+    bad = _mismatches(c.texts, out)
+    assert not bad, f"render_with_spans differs from jinja2 on {len(bad)}/{c.n} conversations of {dialect}"
+    _setup(benchmark, c, "apertus-fast render_with_spans", kind="spans")
+
+    def run():
+        return [render_with_spans(m, **kw) for m, kw in args]
+
+    benchmark(run)
+
+
 # --------------------------------------------------------------------------- formatter
 
 REFERENCE = "apertus-format-reference"
