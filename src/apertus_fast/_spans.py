@@ -33,7 +33,7 @@ class Rendered(NamedTuple):
     """
 
     text: str
-    spans: list
+    spans: list[tuple[int, int]]
 
     def segments(self) -> list[str]:
         """The model's text, span by span."""
