@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+#: The first four bytes of a Parquet file (read by ``_parquet``, which needs pyarrow).
+PARQUET_MAGIC = b"PAR1"
 #: Default seconds between two redraws of a :class:`Progress` line.
 PROGRESS_INTERVAL = 0.1
 # json.dumps(obj, ensure_ascii=False) builds a JSONEncoder per call; reuse one (same output).
@@ -78,7 +80,9 @@ class InputFile:
     stream). Gzip input is decompressed transparently. ``name`` is what to print in
     messages (``"<stdin>"`` for stdin); ``size`` is the size in bytes on disk when known
     (a regular file; compressed size for gzip), else ``None``; :meth:`position` is how
-    many of those bytes have been consumed so far (for a progress bar).
+    many of those bytes have been consumed so far (for a progress bar). ``parquet`` says
+    whether the content is a Parquet file (its magic bytes), which ``_parquet`` reads
+    from :attr:`raw` instead of line by line.
     """
 
     def __init__(self, path: str | os.PathLike | None = "-", *, stdin: IO | None = None):
@@ -104,8 +108,15 @@ class InputFile:
                 self.size = max(0, st.st_size - self._start)
         except (OSError, AttributeError, ValueError):
             pass
-        self.compressed = _peek(raw, 2) == _GZIP_MAGIC
+        head = _peek(raw, 4)
+        self.compressed = head[:2] == _GZIP_MAGIC
+        self.parquet = head == PARQUET_MAGIC
         self._file: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
+
+    @property
+    def raw(self):
+        """The underlying binary stream (not decompressed)."""
+        return self._raw
 
     def position(self) -> int | None:
         """Bytes of :attr:`size` consumed so far (``None`` if unknown)."""

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from . import _io
+from . import _io, _parquet
 from ._dialects import DEFAULT_DIALECT, DIALECTS
 from ._errors import ParseError, RenderError
 from ._render import render, render_date
@@ -50,7 +50,8 @@ DIALECT_DESCRIPTIONS = {
 }
 
 _RENDER_EXAMPLES = """\
-input lines (JSONL, one conversation a line; other keys such as "id" are ignored):
+input lines (JSONL, one conversation a line; other keys such as "id" are ignored;
+a Parquet file's rows are read the same way, docs/cli.md "Parquet"):
   {"messages": [...], "tools": [...], "enable_thinking": true, "add_generation_prompt": false}
   [{"role": "user", "content": "Grüezi!"}, ...]          (a bare list of messages)
 per-line keys override the command line: tools, tools_text, enable_thinking,
@@ -67,6 +68,7 @@ examples:
   apertus-fast render corpus.jsonl.gz --dialect apertus-1.5 -o rendered.jsonl.gz
   cat corpus.jsonl | apertus-fast render - --skip-errors > rendered.jsonl
   apertus-fast render samples/conversations.jsonl --spans -o train.jsonl
+  apertus-fast render train.parquet --dialect apertus-1.5 -o rendered.parquet
   apertus-fast render samples/conversations.jsonl --text | less     (for eyes only)
 """
 
@@ -79,6 +81,9 @@ non-blank line is valid JSON.
 output: one JSON object a line, the conversation in render's input shape
 ({"messages": [...], "enable_thinking": ..., "add_generation_prompt": ..., ...}),
 so `apertus-fast render` reads it back.
+
+Parquet: rows of a "text" column in; -o NAME.parquet writes the same fields as
+columns ("messages" as JSON text). See docs/cli.md, "Parquet".
 
 examples:
   apertus-fast parse samples/rendered-apertus-1.5.txt --dialect apertus-1.5
@@ -166,16 +171,20 @@ def _parse_error_reason(exc: ParseError, line_offset: int = 0) -> str:
     return "; ".join(parts)
 
 
-def _rate(n: int, nbytes: int, seconds: float) -> str:
+def _rate(n: int, nbytes: int | None, seconds: float, unit: str = "lines") -> str:
+    """``in S s (R lines/s, M MB/s)``; without MB/s when ``nbytes`` is None."""
     seconds = max(seconds, 1e-9)
-    return f"in {seconds:.{2 if seconds >= 1 else 3}f} s ({n / seconds:,.0f} lines/s, {nbytes / seconds / 1e6:,.1f} MB/s)"
+    mb = "" if nbytes is None else f", {nbytes / seconds / 1e6:,.1f} MB/s"
+    return f"in {seconds:.{2 if seconds >= 1 else 3}f} s ({n / seconds:,.0f} {unit}/s{mb})"
 
 
 class _Reporter:
     """Counts and prints problems as ``INPUT:LINE: reason`` (at most ``max_errors``)."""
 
-    def __init__(self, name: str, stream, progress: _io.Progress | None, max_errors: int | None):
+    def __init__(self, name: str, stream, progress: _io.Progress | None, max_errors: int | None,
+                 unit: str = ""):
         self.name = name
+        self.unit = unit  # "row " for the rows of a Parquet file
         self.stream = stream
         self.progress = progress
         self.max_errors = max_errors
@@ -192,13 +201,13 @@ class _Reporter:
         self.failed += 1
         if self.max_errors is None or self.shown < self.max_errors:
             self.shown += 1
-            self._write(f"{self.name}:{lineno}: {_one_line(reason)}\n")
+            self._write(f"{self.name}:{self.unit}{lineno}: {_one_line(reason)}\n")
 
     def warning(self, lineno: int, reason: str) -> None:
         self.warnings += 1
         if self.max_errors is None or self.shown < self.max_errors:
             self.shown += 1
-            self._write(f"{self.name}:{lineno}: warning: {_one_line(reason)}\n")
+            self._write(f"{self.name}:{self.unit}{lineno}: warning: {_one_line(reason)}\n")
 
     def hidden_note(self) -> str:
         hidden = self.failed + self.warnings - self.shown
@@ -228,6 +237,10 @@ def _make_progress(args, inp: _io.InputFile) -> _io.Progress | None:
 def _summary(args, text: str) -> None:
     if not args.quiet:
         sys.stderr.write(text + "\n")
+
+
+class _Usage(Exception):
+    """Options that cannot go together (exit 2, like argparse's usage errors)."""
 
 
 class _Shape(Exception):
@@ -333,6 +346,11 @@ def _fixed_date(args) -> str:
 
 def _cmd_render(args) -> int:
     spans_mode = args.spans
+    text_mode = args.text
+    parquet_out = _parquet.is_parquet_path(args.output)
+    if parquet_out and text_mode:
+        raise _Usage("--text writes raw text, not Parquet: without --text the texts go to "
+                     'a Parquet "text" column')
     # looked up per run (tests monkeypatch them)
     render_fn = _load_render_with_spans() if spans_mode else render
     # == json.dumps(text, ensure_ascii=False) / json.dumps(text) for a str, without the
@@ -341,48 +359,57 @@ def _cmd_render(args) -> int:
     quote_ascii = _json_encoder.encode_basestring_ascii
     conversation = _LineOptions(_dialect(args), args.dialect is not None, _fixed_date(args),
                                 args.thinking, args.generation_prompt)
-    text_mode = args.text
     t0 = time.perf_counter()
     rendered = 0
     counts = _Counts()
 
-    with _io.open_input(args.input) as inp, _io.atomic_output(args.output) as out:
-        write = out.write
-        progress = _make_progress(args, inp)
-        report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
-        try:
-            for lineno, obj in _decoded_lines(_iter_jsonl((), inp, None), progress,
-                                              report, counts):
-                try:
-                    messages, kw = conversation(obj)
-                    result = render_fn(messages, **kw)
-                except RenderError as exc:
-                    report.error(lineno, str(exc))
-                    continue
-                except _Shape as exc:
-                    report.error(lineno, str(exc))
-                    continue
-                if text_mode:
-                    write((result + "\n").encode("utf-8", "backslashreplace"))
+    with _io.open_input(args.input) as inp:
+        if inp.parquet:
+            progress, report, rows = _parquet_rows(args, inp, counts, _CONVERSATION_COLUMNS,
+                                                   ("messages",))
+        else:
+            progress = _make_progress(args, inp)
+            report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
+            rows = _decoded_lines(_iter_jsonl((), inp, None), progress, report, counts)
+        with _io.atomic_output(args.output, compress=False if parquet_out else None) as out:
+            write = out.write
+            table = _parquet_output(args, "spans" if spans_mode else "render", out, report)
+            try:
+                for lineno, obj in rows:
+                    try:
+                        messages, kw = conversation(obj)
+                        result = render_fn(messages, **kw)
+                    except RenderError as exc:
+                        report.error(lineno, str(exc))
+                        continue
+                    except _Shape as exc:
+                        report.error(lineno, str(exc))
+                        continue
                     rendered += 1
-                    continue
-                if spans_mode:
-                    text, spans = result
-                    head, tail = '{"text": ', ', "spans": ' + json.dumps(spans) + "}\n"
-                else:
-                    text, head, tail = result, "", "\n"
-                try:
-                    write((head + quote(text) + tail).encode("utf-8"))
-                except UnicodeEncodeError:  # lone surrogates: escape them
-                    write((head + quote_ascii(text) + tail).encode("ascii"))
-                rendered += 1
-        finally:
-            if progress is not None:
-                progress.close()
+                    if table is not None:
+                        table.add(lineno, result if spans_mode else (result,))
+                        continue
+                    if text_mode:
+                        write((result + "\n").encode("utf-8", "backslashreplace"))
+                        continue
+                    if spans_mode:
+                        text, spans = result
+                        head, tail = '{"text": ', ', "spans": ' + json.dumps(spans) + "}\n"
+                    else:
+                        text, head, tail = result, "", "\n"
+                    try:
+                        write((head + quote(text) + tail).encode("utf-8"))
+                    except UnicodeEncodeError:  # lone surrogates: escape them
+                        write((head + quote_ascii(text) + tail).encode("ascii"))
+                if table is not None:
+                    table.close()
+                    rendered = table.written
+            finally:
+                if progress is not None:
+                    progress.close()
 
-    _summary(args, f"rendered {rendered:,}, failed {report.failed:,}, "
-                   f"skipped blank {counts.blank:,} "
-                   f"{_rate(rendered + report.failed, counts.nbytes, time.perf_counter() - t0)}"
+    _summary(args, f"rendered {rendered:,}, failed {report.failed:,}"
+                   f"{counts.summary(rendered + report.failed, t0)}"
                    f"{report.hidden_note()}")
     return 1 if report.failed and not args.skip_errors else 0
 
@@ -392,9 +419,12 @@ def _cmd_render(args) -> int:
 
 def _detect_format(inp: _io.InputFile, forced: str):
     """Read up to the first non-blank line; return ``(format, head, rest, first_value)``:
-    the format (``"jsonl"`` or ``"raw"``), the lines read so far, the iterator over the
+    the format (``"jsonl"`` or ``"raw"``; ``"parquet"``, and nothing read, for a Parquet
+    file), the lines read so far, the iterator over the
     remaining lines, and the decoded JSON of the first non-blank line (``_NOT_JSON`` if
     it is not JSON), so that line is not decoded twice."""
+    if forced == "parquet" or (forced == "auto" and inp.parquet):
+        return "parquet", [], None, _NOT_JSON
     head: list[bytes] = []
     it = iter(inp)
     first = None
@@ -460,12 +490,20 @@ def _iter_jsonl(head, rest, first_value, lineno_start=1):
 
 
 class _Counts:
-    """What _decoded_lines saw: input bytes, blank lines, non-blank lines."""
+    """What the input held: bytes, blank lines, non-blank lines (or Parquet rows)."""
 
-    __slots__ = ("nbytes", "blank", "lines")
+    __slots__ = ("nbytes", "blank", "lines", "rows")
 
     def __init__(self):
         self.nbytes = self.blank = self.lines = 0
+        self.rows = False  # a Parquet input: rows, and no blank lines
+
+    def summary(self, n: int, t0: float) -> str:
+        """``, skipped blank B in S s (R lines/s, M MB/s)`` for ``n`` items since ``t0``
+        (without the blank lines for Parquet rows)."""
+        if self.rows:  # (compressed columns: their bytes say little about the work)
+            return " " + _rate(n, None, time.perf_counter() - t0, "rows")
+        return f", skipped blank {self.blank:,} {_rate(n, self.nbytes, time.perf_counter() - t0)}"
 
 
 def _decoded_lines(numbered, progress, report, counts):
@@ -490,7 +528,62 @@ def _decoded_lines(numbered, progress, report, counts):
         yield lineno, value
 
 
+#: The columns of a Parquet row that ``_LineOptions`` reads.
+_CONVERSATION_COLUMNS = ("messages", "tools", *_BOOL_KEYS, *_STR_KEYS, "dialect")
+
+
+def _parquet_rows(args, inp: _io.InputFile, counts, columns, required, *, output=True):
+    """``(progress, report, rows)`` for a Parquet input: ``rows`` yields
+    ``(row number, dict)`` holding those of ``columns`` that the file has and that are
+    not null in the row. A row in which every ``required`` column is null is reported.
+    Raises InputError (exit 2) when the file has none of ``required`` as columns, before
+    any output is made."""
+    src = _parquet.ParquetInput(inp)
+    src.require(*required)
+    counts.rows = True
+    progress = None
+    if not (args.quiet or args.no_progress) and not (
+            output and _output_on_the_progress_terminal(args.output)):
+        progress = _io.Progress(sys.stderr, total=src.num_rows,
+                                position=lambda: src.rows_done, unit="rows")
+        progress = progress if progress.enabled else None
+    report = _Reporter(inp.name, sys.stderr if output else sys.stdout, progress,
+                       args.max_errors, unit="row ")
+    present = [c for c in required if c in src.columns]
+    missing = " and ".join(f'"{c}"' for c in present) + (" are" if len(present) > 1 else " is")
+
+    def rows():
+        for row, value in src.rows(columns, report.error):
+            if progress is not None:
+                progress.update(row)
+            for c in present:
+                if c in value:
+                    yield row, value
+                    break
+            else:
+                report.error(row, f"{missing} null in this row")
+        counts.lines = src.rows_done
+
+    return progress, report, rows()
+
+
+def _parquet_output(args, kind: str, out, report) -> _parquet.ParquetOutput | None:
+    """A ParquetOutput writing into ``out`` when ``-o`` ends with .parquet, else None."""
+    if not _parquet.is_parquet_path(args.output):
+        return None
+    return _parquet.ParquetOutput(out, kind, report.error)
+
+
+def _parsed_row(table, lineno: int, result) -> tuple:
+    """The arguments of ``write`` for one parsed conversation: a JSON line, or the row
+    number and the dict for a Parquet table."""
+    if table is None:
+        return (_io.json_line(result.to_dict()),)
+    return lineno, result.to_dict()
+
+
 def _cmd_parse(args) -> int:
+    parse_out = _parquet.is_parquet_path(args.output)
     parse_fn = _load_parse()
     strict = not args.lenient
     dialect = _dialect(args)
@@ -500,10 +593,15 @@ def _cmd_parse(args) -> int:
 
     with _io.open_input(args.input) as inp:
         fmt, head, rest, first_value = _detect_format(inp, args.format)
-        with _io.atomic_output(args.output) as out:
-            write = out.write
+        if fmt == "parquet":
+            progress, report, rows = _parquet_rows(args, inp, counts, ("text",), ("text",))
+        else:
             progress = _make_progress(args, inp) if fmt == "jsonl" else None
             report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
+            rows = _decoded_lines(_iter_jsonl(head, rest, first_value), progress, report, counts)
+        with _io.atomic_output(args.output, compress=False if parse_out else None) as out:
+            table = _parquet_output(args, "parse", out, report)
+            write = out.write if table is None else table.add_dict
             try:
                 if fmt == "raw":
                     data = _read_raw(head, rest)
@@ -515,11 +613,10 @@ def _cmd_parse(args) -> int:
                     else:
                         for w in result.warnings:
                             report.warning(1, w)
-                        write(_io.json_line(result.to_dict()))
+                        write(*_parsed_row(table, 1, result))
                         parsed += 1
                 else:
-                    for lineno, value in _decoded_lines(
-                            _iter_jsonl(head, rest, first_value), progress, report, counts):
+                    for lineno, value in rows:
                         try:
                             result = parse_fn(_text_of(value), dialect=dialect, strict=strict)
                         except ParseError as exc:
@@ -530,16 +627,18 @@ def _cmd_parse(args) -> int:
                             continue
                         for w in result.warnings:
                             report.warning(lineno, w)
-                        write(_io.json_line(result.to_dict()))
+                        write(*_parsed_row(table, lineno, result))
                         parsed += 1
+                if table is not None:
+                    table.close()
+                    parsed = table.written
             finally:
                 if progress is not None:
                     progress.close()
 
     recovered = f" ({report.warnings:,} warnings)" if report.warnings else ""
-    _summary(args, f"parsed {parsed:,}{recovered}, failed {report.failed:,}, "
-                   f"skipped blank {counts.blank:,} "
-                   f"{_rate(parsed + report.failed, counts.nbytes, time.perf_counter() - t0)}"
+    _summary(args, f"parsed {parsed:,}{recovered}, failed {report.failed:,}"
+                   f"{counts.summary(parsed + report.failed, t0)}"
                    f"{report.hidden_note()}")
     return 1 if report.failed and not args.skip_errors else 0
 
@@ -567,8 +666,14 @@ def _cmd_validate(args) -> int:
 
     with _io.open_input(args.input) as inp:
         fmt, head, rest, first_value = _detect_format(inp, args.format)
-        progress = _make_progress(args, inp) if fmt == "jsonl" else None
-        report = _Reporter(inp.name, sys.stdout, progress, args.max_errors)
+        if fmt == "parquet":
+            progress, report, rows = _parquet_rows(
+                args, inp, counts, ("messages", "text", *_CONVERSATION_COLUMNS[1:]),
+                ("messages", "text"), output=False)
+        else:
+            progress = _make_progress(args, inp) if fmt == "jsonl" else None
+            report = _Reporter(inp.name, sys.stdout, progress, args.max_errors)
+            rows = _decoded_lines(_iter_jsonl(head, rest, first_value), progress, report, counts)
         try:
             if fmt == "raw":
                 data = _read_raw(head, rest)
@@ -588,8 +693,7 @@ def _cmd_validate(args) -> int:
                         for w in result.warnings:
                             report.warning(1, w)
             else:
-                for lineno, value in _decoded_lines(_iter_jsonl(head, rest, first_value),
-                                                    progress, report, counts):
+                for lineno, value in rows:
                     try:
                         if type(value) is list or (type(value) is dict and "messages" in value):
                             messages, kw = conversation(value)
@@ -608,8 +712,7 @@ def _cmd_validate(args) -> int:
     warned = f", {report.warnings:,} warnings" if report.warnings else ""
     checked = counts.lines
     _summary(args, f"checked {checked:,}, ok {checked - report.failed:,}, failed {report.failed:,}"
-                   f"{warned}, skipped blank {counts.blank:,} "
-                   f"{_rate(checked, counts.nbytes, time.perf_counter() - t0)}"
+                   f"{warned}{counts.summary(checked, t0)}"
                    f"{report.hidden_note()}")
     return 1 if report.failed else 0
 
@@ -646,11 +749,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p, *, output=True, skip=True, conv_lines=True):
         p.add_argument("input", metavar="INPUT",
-                       help="input file, '-' for stdin (gzip is decompressed transparently)")
+                       help="input file, '-' for stdin (gzip is decompressed transparently; "
+                            "Parquet files are recognised and read by rows)")
         if output:
             p.add_argument("-o", "--output", metavar="OUTPUT", default="-",
                            help="output file, '-' for stdout (default); written atomically, "
-                                "gzipped if it ends with .gz")
+                                "gzipped if it ends with .gz, Parquet if it ends with .parquet")
         p.add_argument("--dialect", choices=list(DIALECTS), default=None, metavar="D",
                        help=f"format version: {', '.join(DIALECTS)} (default: {DEFAULT_DIALECT}"
                             + ("; if not given, a line's \"dialect\" key is used)" if conv_lines else ")"))
@@ -685,7 +789,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "text and the character ranges the model produced (loss masks)")
     p.set_defaults(func=_cmd_render)
 
-    formats = ("auto", "jsonl", "raw")
+    formats = ("auto", "jsonl", "raw", "parquet")
     p = sub.add_parser("parse", help="parse rendered text back to JSONL conversations",
                        description="Parse rendered conversations back to messages.",
                        epilog=_PARSE_EXAMPLES, formatter_class=_Formatter)
@@ -694,7 +798,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="recover from malformed or truncated text (model output); what was "
                         "recovered from is reported as warnings")
     p.add_argument("--format", choices=formats, default="auto",
-                   help="input format (default: auto)")
+                   help="input format (default: auto: Parquet by its magic bytes, else JSONL "
+                        "if the first non-blank line is JSON, else raw)")
     p.set_defaults(func=_cmd_parse)
 
     p = sub.add_parser("validate", help="check conversations or rendered texts",
@@ -767,7 +872,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 141
-    except _io.InputError as exc:
+    except (_io.InputError, _Usage) as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return 2
     except ImportError as exc:
