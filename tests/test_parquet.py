@@ -392,3 +392,34 @@ def test_converter_round_trip_examples():
                    [[{"role": "user"}], [{"role": "tool", "content": "x"}]]):
         array = pa.array(values)
         assert [_parquet._converter(array.type)(v) for v in array.to_pylist()] == values
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, RuntimeError])
+def test_interrupted_parquet_output_leaves_the_old_file_and_no_noise(tmp_path, monkeypatch,
+                                                                     capsys, exc):
+    src = write(json_table(sample_values() * 3), tmp_path / "c.parquet")
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"previous")
+    calls = []
+
+    def failing_render(*args, **kw):
+        calls.append(1)
+        if len(calls) == 40:
+            raise exc("stop")
+        return render(*args, **kw)
+
+    monkeypatch.setattr(cli, "render", failing_render)
+    monkeypatch.setattr(_parquet.ParquetOutput.__init__, "__defaults__", (5, 64 << 20))
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    if exc is KeyboardInterrupt:
+        assert main("render", src, "-o", out, "--date", DATE) == 130
+    else:
+        with pytest.raises(RuntimeError):  # a renderer bug is not swallowed
+            main("render", src, "-o", out, "--date", DATE)
+    import gc
+
+    gc.collect()  # a writer left open would write its footer to a closed file here
+    assert not unraisable
+    assert out.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.parquet", "out.parquet"]

@@ -39,6 +39,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+from contextlib import suppress
 from typing import Any, Callable, Iterator
 
 from ._io import PARQUET_MAGIC as MAGIC
@@ -268,7 +269,8 @@ class ParquetOutput:
     file (from ``atomic_output``). Parquet strings are UTF-8, which cannot hold lone
     surrogates: a JSON column escapes them (``\\ud800``, lossless); any other string
     column with one makes its row fail, reported with ``on_error(row, reason)``.
-    :attr:`written` counts the rows written. Call :meth:`close` to finish the file.
+    :attr:`written` counts the rows written. Use it as a context manager (which closes
+    it, or aborts it on an exception), or call :meth:`close` to finish the file.
     """
 
     def __init__(self, f, kind: str, on_error: Callable[[int, str], None],
@@ -335,3 +337,20 @@ class ParquetOutput:
         """Write what is queued and the file's footer."""
         self.flush()
         self._writer.close()
+
+    def abort(self) -> None:
+        """Stop without writing what is queued. The writer is closed while its file is
+        still open (pyarrow would otherwise close it when collected, writing to a
+        closed file); what it leaves in the file is for the caller to throw away."""
+        self._rows = []
+        with suppress(Exception):
+            self._writer.close()
+
+    def __enter__(self) -> "ParquetOutput":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

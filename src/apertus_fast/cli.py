@@ -12,6 +12,7 @@ and ends with a one-line summary on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import io
 import json
@@ -371,9 +372,9 @@ def _cmd_render(args) -> int:
             progress = _make_progress(args, inp)
             report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
             rows = _decoded_lines(_iter_jsonl((), inp, None), progress, report, counts)
-        with _io.atomic_output(args.output, compress=False if parquet_out else None) as out:
+        with _io.atomic_output(args.output, compress=False if parquet_out else None) as out, \
+                _parquet_output(args, "spans" if spans_mode else "render", out, report) as table:
             write = out.write
-            table = _parquet_output(args, "spans" if spans_mode else "render", out, report)
             try:
                 for lineno, obj in rows:
                     try:
@@ -402,11 +403,12 @@ def _cmd_render(args) -> int:
                     except UnicodeEncodeError:  # lone surrogates: escape them
                         write((head + quote_ascii(text) + tail).encode("ascii"))
                 if table is not None:
-                    table.close()
-                    rendered = table.written
+                    table.flush()
             finally:
                 if progress is not None:
                     progress.close()
+        if table is not None:
+            rendered = table.written
 
     _summary(args, f"rendered {rendered:,}, failed {report.failed:,}"
                    f"{counts.summary(rendered + report.failed, t0)}"
@@ -567,10 +569,11 @@ def _parquet_rows(args, inp: _io.InputFile, counts, columns, required, *, output
     return progress, report, rows()
 
 
-def _parquet_output(args, kind: str, out, report) -> _parquet.ParquetOutput | None:
-    """A ParquetOutput writing into ``out`` when ``-o`` ends with .parquet, else None."""
+def _parquet_output(args, kind: str, out, report):
+    """A context manager yielding a ParquetOutput into ``out`` when ``-o`` ends with
+    .parquet (closed at the end, aborted on an exception), else None."""
     if not _parquet.is_parquet_path(args.output):
-        return None
+        return contextlib.nullcontext()
     return _parquet.ParquetOutput(out, kind, report.error)
 
 
@@ -599,8 +602,8 @@ def _cmd_parse(args) -> int:
             progress = _make_progress(args, inp) if fmt == "jsonl" else None
             report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
             rows = _decoded_lines(_iter_jsonl(head, rest, first_value), progress, report, counts)
-        with _io.atomic_output(args.output, compress=False if parse_out else None) as out:
-            table = _parquet_output(args, "parse", out, report)
+        with _io.atomic_output(args.output, compress=False if parse_out else None) as out, \
+                _parquet_output(args, "parse", out, report) as table:
             write = out.write if table is None else table.add_dict
             try:
                 if fmt == "raw":
@@ -630,11 +633,12 @@ def _cmd_parse(args) -> int:
                         write(*_parsed_row(table, lineno, result))
                         parsed += 1
                 if table is not None:
-                    table.close()
-                    parsed = table.written
+                    table.flush()
             finally:
                 if progress is not None:
                     progress.close()
+        if table is not None:
+            parsed = table.written
 
     recovered = f" ({report.warnings:,} warnings)" if report.warnings else ""
     _summary(args, f"parsed {parsed:,}{recovered}, failed {report.failed:,}"
