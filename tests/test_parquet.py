@@ -423,3 +423,11 @@ def test_interrupted_parquet_output_leaves_the_old_file_and_no_noise(tmp_path, m
     assert not unraisable
     assert out.read_bytes() == b"previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.parquet", "out.parquet"]
+
+
+def test_read_parquet_raises_at_a_bad_json_value(tmp_path):
+    src = write(pa.table({"messages": ["[]", "{oops"]}), tmp_path / "j.parquet")
+    rows = _parquet.read_parquet(src)
+    assert next(rows) == (1, {"messages": []})
+    with pytest.raises(ValueError, match=r'j\.parquet: row 2: column "messages": invalid JSON'):
+        next(rows)
