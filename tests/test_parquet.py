@@ -431,3 +431,117 @@ def test_read_parquet_raises_at_a_bad_json_value(tmp_path):
     assert next(rows) == (1, {"messages": []})
     with pytest.raises(ValueError, match=r'j\.parquet: row 2: column "messages": invalid JSON'):
         next(rows)
+
+
+# --------------------------------------------------------------------------- --keep
+
+
+def test_keep_in_jsonl_records(tmp_path, capsys):
+    lines = [{"id": "a", "source": 1, "messages": [{"role": "user", "content": "x"}]},
+             [{"role": "user", "content": "a bare list"}],
+             {"messages": [{"role": "user", "content": "no id"}]},
+             {"id": "d", "messages": [{"role": "bogus"}]}]
+    src = tmp_path / "k.jsonl"
+    src.write_text("".join(json.dumps(v) + "\n" for v in lines))
+    out = tmp_path / "out.jsonl"
+    assert main("render", src, "-o", out, "--date", DATE, "--keep", "id", "--keep", "source,id",
+                "--skip-errors") == 0
+    records = read_json_lines(out)
+    assert [list(r) for r in records] == [["id", "source", "text"]] * 3
+    assert [(r["id"], r["source"]) for r in records] == [("a", 1), (None, None), (None, None)]
+    assert [r["text"] for r in records] == [expected_render(v) for v in lines[:3]]
+    assert main("render", src, "-o", out, "--date", DATE, "--keep", "id", "--spans",
+                "--skip-errors") == 0
+    first = read_json_lines(out)[0]
+    assert list(first) == ["id", "text", "spans"] and first["id"] == "a"
+    assert first["spans"] == [list(s) for s in render_with_spans(lines[0]["messages"], date=DATE).spans]
+
+
+def test_keep_parquet_columns_with_their_arrow_types(tmp_path, capsys):
+    meta_type = pa.struct([("source", pa.string()), ("score", pa.float64())])
+    table = pa.table({
+        "id": pa.array([10, 11, 12], pa.int64()),
+        "meta": pa.array([{"source": "a", "score": None}, None, {"source": None, "score": 0.5}],
+                         meta_type),
+        "day": pa.array([dt.date(2026, 1, 1), dt.date(2026, 1, 2), None], pa.date32()),
+        "messages": [json.dumps([{"role": "user", "content": "hi"}]),
+                     json.dumps([{"role": "bogus"}]),
+                     json.dumps([{"role": "user", "content": "ho"}])],
+    })
+    src = write(table, tmp_path / "k.parquet")
+    out = tmp_path / "out.parquet"
+    assert main("render", src, "-o", out, "--date", DATE, "--keep", "id,meta,day") == 1
+    got = pq.read_table(out)
+    assert got.schema.names == ["text", "id", "meta", "day"]
+    assert [got.schema.field(c).type for c in ("id", "meta", "day")] == [
+        pa.int64(), meta_type, pa.date32()]
+    kept = table.take([0, 2]).select(["id", "meta", "day"])
+    assert got.select(["id", "meta", "day"]).to_pylist() == kept.to_pylist()  # nulls as stored
+    # to JSONL, the same values as JSON (dates as ISO text)
+    jsonl = tmp_path / "out.jsonl"
+    assert main("render", src, "-o", jsonl, "--date", DATE, "--keep", "day,meta",
+                "--skip-errors") == 0
+    assert [(r["day"], r["meta"]) for r in read_json_lines(jsonl)] == [
+        ("2026-01-01", {"source": "a", "score": None}), (None, {"source": None, "score": 0.5})]
+
+
+def test_keep_from_jsonl_into_parquet_infers_types(tmp_path, capsys):
+    msgs = [{"role": "user", "content": "hi"}]
+    lines = [{"id": 1, "tag": None, "mixed": "a", "messages": msgs},
+             {"id": 2, "mixed": 3, "messages": msgs},
+             {"id": "three", "messages": msgs},  # in the next row group: not an int64
+             {"id": 4, "messages": msgs}]
+    src = tmp_path / "k.jsonl"
+    src.write_text("".join(json.dumps(v) + "\n" for v in lines))
+    out = tmp_path / "out.parquet"
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(_parquet.ParquetOutput.__init__, "__defaults__", (2, 64 << 20))
+    try:
+        assert main("render", src, "-o", out, "--date", DATE, "--keep", "id,tag,mixed") == 1
+    finally:
+        monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert f'{src}:3: cannot write "id" to Parquet as int64: ' in err
+    got = pq.read_table(out)
+    assert [got.schema.field(c).type for c in ("id", "tag", "mixed")] == [
+        pa.int64(), pa.string(), pa.string()]
+    # "mixed" had no common type: JSON text; "tag" was null throughout: a string column
+    assert got.select(["id", "tag", "mixed"]).to_pylist() == [
+        {"id": 1, "tag": None, "mixed": '"a"'}, {"id": 2, "tag": None, "mixed": "3"},
+        {"id": 4, "tag": None, "mixed": None}]
+
+
+def test_keep_with_parse(tmp_path, capsys):
+    text = render([{"role": "user", "content": "hi"}], dialect="apertus-1")
+    src = tmp_path / "t.jsonl"
+    src.write_text(json.dumps({"id": "x1", "text": text}) + "\n" + json.dumps(text) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main("parse", src, "-o", out, "--dialect", "apertus-1", "--keep", "id,text") == 0
+    records = read_json_lines(out)
+    assert [(r["id"], r["text"]) for r in records] == [("x1", text), (None, None)]
+    assert list(records[0])[:3] == ["id", "text", "messages"]
+    table = write(pa.table({"text": [text], "id": ["p1"]}), tmp_path / "t.parquet")
+    assert main("parse", table, "-o", tmp_path / "out.parquet", "--dialect", "apertus-1",
+                "--keep", "id") == 0
+    got = pq.read_table(tmp_path / "out.parquet")
+    assert got.schema.names[-1] == "id" and got.column("id").to_pylist() == ["p1"]
+    raw = tmp_path / "t.txt"
+    raw.write_text(text)
+    assert main("parse", raw, "-o", out, "--dialect", "apertus-1", "--keep", "id") == 0
+    assert read_json_lines(out)[0]["id"] is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["render", "{src}", "--keep", "text"], '--keep text: the output has its own "text"'),
+    (["render", "{src}", "--keep", "id,spans", "--spans"], '--keep spans: the output has its own'),
+    (["render", "{src}", "--keep", "id", "--text"], "--keep needs records"),
+    (["parse", "{src}", "--keep", "messages"], '--keep messages: the output has its own'),
+    (["render", "{src}", "--keep", "idd"], 'has no column "idd" to keep (its columns: id, messages)'),
+    (["render", "{src}", "--keep", "id,,x"], "expected comma-separated keys"),
+])
+def test_keep_usage_errors(tmp_path, capsys, argv, message):
+    src = write(pa.table({"id": [1], "messages": ["[]"]}), tmp_path / "u.parquet")
+    out = tmp_path / "out.jsonl"
+    assert main(*[a.format(src=src) for a in argv], "-o", out) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()

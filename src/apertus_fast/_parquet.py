@@ -45,8 +45,8 @@ from typing import Any, Callable, Iterator
 from ._io import PARQUET_MAGIC as MAGIC
 from ._io import InputError, InputFile, json_error_reason
 
-__all__ = ["MAGIC", "is_parquet_path", "pyarrow_modules", "ParquetInput", "ParquetOutput",
-           "read_parquet", "RENDER_SCHEMA", "SPANS_SCHEMA", "PARSE_SCHEMA"]
+__all__ = ["MAGIC", "KINDS", "is_parquet_path", "pyarrow_modules", "ParquetInput",
+           "ParquetOutput", "column_names", "read_parquet"]
 
 #: Columns whose string values are JSON text.
 JSON_COLUMNS = frozenset({"messages", "tools"})
@@ -187,28 +187,53 @@ class ParquetInput:
         ``columns`` that the file has and that are not null in the row. A value that
         cannot be converted (bad JSON text) is reported with ``on_error(row, reason)``
         and its row skipped."""
+        for row, value, _ in self.rows_keeping(columns, (), on_error):
+            yield row, value
+
+    def rows_keeping(self, columns, keep, on_error: Callable[[int, str], None]
+                     ) -> Iterator[tuple[int, dict, tuple]]:
+        """:meth:`rows` with a third item: the values of the ``keep`` columns as pyarrow
+        gives them, unconverted (``ParquetOutput`` writes them back with their Arrow
+        types). Every ``keep`` column must exist (:meth:`require_all`)."""
         present = [c for c in dict.fromkeys(columns) if c in self.columns]
+        keep = list(keep)
+        read = list(dict.fromkeys(present + keep))
+        at = {c: i for i, c in enumerate(read)}
+        used = [at[c] for c in present]
+        kept = [at[c] for c in keep]
         convert = [self._column_converter(c, self.schema.field(c).type) for c in present]
         row = 0
         try:
-            for batch in self._file.iter_batches(batch_size=BATCH_ROWS, columns=present,
+            for batch in self._file.iter_batches(batch_size=BATCH_ROWS, columns=read,
                                                  use_threads=False):
-                values = [batch.column(i).to_pylist() for i in range(len(present))]
+                values = [batch.column(i).to_pylist() for i in range(len(read))]
                 for i in range(batch.num_rows):
                     row += 1
                     self.rows_done = row
                     out = {}
                     try:
-                        for name, column, conv in zip(present, values, convert):
-                            v = column[i]
+                        for name, j, conv in zip(present, used, convert):
+                            v = values[j][i]
                             if v is not None:
                                 out[name] = v if conv is None else conv(v)
                     except ValueError as exc:
                         on_error(row, f'column "{name}": {exc}')
                         continue
-                    yield row, out
+                    yield row, out, tuple(values[j][i] for j in kept)
         except self._errors as exc:
             raise InputError(f"cannot read {self.name} (row {row + 1}): {exc}") from exc
+
+    def require_all(self, columns) -> None:
+        """Raise :class:`InputError` unless every one of these columns exists."""
+        missing = [c for c in columns if c not in self.columns]
+        if missing:
+            have = ", ".join(self.columns) or "none"
+            raise InputError(f"{self.name} has no column " + ", ".join(f'"{c}"' for c in missing)
+                             + f" to keep (its columns: {have})")
+
+    def field_types(self, columns) -> list:
+        """The Arrow types of these columns."""
+        return [self.schema.field(c).type for c in columns]
 
 
 def read_parquet(path, columns=None) -> Iterator[tuple[int, dict]]:
@@ -226,37 +251,28 @@ def read_parquet(path, columns=None) -> Iterator[tuple[int, dict]]:
 
 # --------------------------------------------------------------------------- writing
 
-
-def _schema(pa, kind: str):
-    if kind == "render":
-        return pa.schema([("text", pa.string())])
-    if kind == "spans":
-        return pa.schema([("text", pa.string()), ("spans", pa.list_(pa.list_(pa.int64())))])
-    if kind == "parse":
-        return pa.schema([
-            ("messages", pa.string()), ("dialect", pa.string()),
-            ("enable_thinking", pa.bool_()), ("add_generation_prompt", pa.bool_()),
-            ("continue_assistant_message", pa.bool_()), ("tools_text", pa.string()),
-            ("tool_names", pa.list_(pa.string())), ("bos_token", pa.string()),
-            ("date", pa.string()), ("format", pa.string()), ("warnings", pa.list_(pa.string())),
-        ])
-    raise ValueError(kind)
+#: The columns each kind of output table starts with, and their types (``"messages"``
+#: is JSON text).
+_KIND_COLUMNS = {
+    "render": (("text", "string"),),
+    "spans": (("text", "string"), ("spans", "spans")),
+    "parse": (("messages", "string"), ("dialect", "string"), ("enable_thinking", "bool"),
+              ("add_generation_prompt", "bool"), ("continue_assistant_message", "bool"),
+              ("tools_text", "string"), ("tool_names", "strings"), ("bos_token", "string"),
+              ("date", "string"), ("format", "string"), ("warnings", "strings")),
+}
+KINDS = tuple(_KIND_COLUMNS)
 
 
-RENDER_SCHEMA, SPANS_SCHEMA, PARSE_SCHEMA = "render", "spans", "parse"
+def _arrow_type(pa, name: str):
+    return {"string": pa.string, "bool": pa.bool_,
+            "strings": lambda: pa.list_(pa.string()),
+            "spans": lambda: pa.list_(pa.list_(pa.int64()))}[name]()
 
 
-def _encodable(value) -> bool:
-    """Whether every string in a row value can be written as UTF-8."""
-    if type(value) is str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
-    if type(value) is list:
-        return all(_encodable(v) for v in value)
-    return True
+def column_names(kind: str) -> list[str]:
+    """The column names of a ``kind`` table, in order."""
+    return [name for name, _ in _KIND_COLUMNS[kind]]
 
 
 class ParquetOutput:
@@ -265,22 +281,34 @@ class ParquetOutput:
 
     ``kind`` picks the columns: ``"render"`` (``text``), ``"spans"`` (``text``,
     ``spans`` as ``[[start, end], ...]``) or ``"parse"`` (the fields of
-    ``ParsedConversation.to_dict()``, with ``messages`` as JSON text). ``f`` is a binary
-    file (from ``atomic_output``). Parquet strings are UTF-8, which cannot hold lone
-    surrogates: a JSON column escapes them (``\\ud800``, lossless); any other string
-    column with one makes its row fail, reported with ``on_error(row, reason)``.
-    :attr:`written` counts the rows written. Use it as a context manager (which closes
-    it, or aborts it on an exception), or call :meth:`close` to finish the file.
+    ``ParsedConversation.to_dict()``, with ``messages`` as JSON text). ``keep`` adds
+    columns after those: ``(name, Arrow type)`` pairs, the type ``None`` when it is not
+    known (values from JSONL): it is then inferred from the first row group (string when
+    the column is null in all of it, JSON text when its values have no common type), and
+    later values that do not fit it fail their row.
+
+    ``f`` is a binary file (from ``atomic_output``). A row that cannot be written fails
+    alone and is reported with ``on_error(row, reason)``: Parquet strings are UTF-8,
+    which cannot hold lone surrogates (a JSON-text column escapes them, ``\\ud800``,
+    losslessly; another string column with one fails its row). :attr:`written` counts
+    the rows written. Use it as a context manager (which closes it, or aborts it on an
+    exception), or call :meth:`close` to finish the file.
     """
 
     def __init__(self, f, kind: str, on_error: Callable[[int, str], None],
-                 group_rows: int = 10_000, group_bytes: int = 64 << 20):
+                 group_rows: int = 10_000, group_bytes: int = 64 << 20, *, keep=()):
         pa, pq = pyarrow_modules()
-        self._pa = pa
-        self.schema = _schema(pa, kind)
-        self._names = self.schema.names
-        self._json = {i for i, n in enumerate(self._names) if n == "messages"}
-        self._writer = pq.ParquetWriter(f, self.schema)
+        self._pa, self._pq = pa, pq
+        if kind not in _KIND_COLUMNS:
+            raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+        columns = [(n, _arrow_type(pa, t)) for n, t in _KIND_COLUMNS[kind]] + list(keep)
+        self._names = [name for name, _ in columns]
+        if len(set(self._names)) != len(self._names):
+            raise ValueError(f"duplicate column names: {self._names}")
+        self._types = [t for _, t in columns]
+        self._json = {i for i, n in enumerate(self._names) if n == "messages" and kind == "parse"}
+        self._f = f
+        self._writer = None  # made at the first write, when every type is known
         self._on_error = on_error
         self._group_rows = group_rows
         self._group_bytes = group_bytes
@@ -289,53 +317,96 @@ class ParquetOutput:
         self.written = 0
 
     def add(self, row: int, values: tuple) -> None:
-        """Queue one row: ``values`` in the schema's column order (a ``"parse"`` row's
-        ``messages`` as the Python value, encoded here)."""
-        if self._json:
-            values = tuple(json.dumps(v, ensure_ascii=False) if i in self._json else v
-                           for i, v in enumerate(values))
+        """Queue one row: ``values`` in column order (JSON-text columns as the Python
+        values, encoded here)."""
         self._rows.append((row, values))
-        self._chars += len(values[0]) if type(values[0]) is str else 0
+        first = values[0]
+        self._chars += len(first) if type(first) is str else 0
         if len(self._rows) >= self._group_rows or self._chars >= self._group_bytes:
             self.flush()
 
-    def add_dict(self, row: int, d: dict) -> None:
-        """Queue one row given as a dict keyed by column name (missing keys: null)."""
-        self.add(row, tuple(d.get(n) for n in self._names))
+    def add_dict(self, row: int, d: dict, kept: tuple = ()) -> None:
+        """Queue one row given as a dict keyed by the ``kind``'s column names (a missing
+        key is null), then the ``keep`` values."""
+        n = len(self._names) - len(kept)
+        self.add(row, tuple(d.get(name) for name in self._names[:n]) + tuple(kept))
+
+    def _infer(self, rows) -> None:
+        """Fix the types that are not known yet from the first rows."""
+        pa = self._pa
+        for i, t in enumerate(self._types):
+            if t is not None:
+                continue
+            values = [v[i] for _, v in rows if v[i] is not None]
+            try:
+                t = pa.array(values).type
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                self._json.add(i)  # no common Arrow type: keep the values as JSON text
+                t = pa.string()
+            self._types[i] = pa.string() if pa.types.is_null(t) else t
+
+    def _encoded(self, values: tuple, ascii: bool = False) -> tuple:
+        if not self._json:
+            return values
+        return tuple((None if v is None else json.dumps(v, ensure_ascii=ascii))
+                     if i in self._json else v for i, v in enumerate(values))
+
+    def _batch(self, rows: list):
+        pa = self._pa
+        arrays = [pa.array([r[i] for r in rows], type=t) for i, t in enumerate(self._types)]
+        return pa.record_batch(arrays, names=self._names)
+
+    def _why(self, values: tuple) -> str:
+        """Why one row cannot be written: the first column that fails, and how."""
+        pa = self._pa
+        for name, t, v in zip(self._names, self._types, values):
+            try:
+                pa.array([v], type=t)
+            except UnicodeEncodeError:
+                return (f'cannot write "{name}" to Parquet: it holds a lone surrogate '
+                        "(Parquet strings are UTF-8)")
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                return f'cannot write "{name}" to Parquet as {t}: {exc}'
+        return "cannot write the row to Parquet"  # pragma: no cover - every column passed
 
     def flush(self) -> None:
+        """Write the queued rows as one row group."""
         rows, self._rows, self._chars = self._rows, [], 0
         if not rows:
             return
         pa = self._pa
+        if self._writer is None:
+            self._infer(rows)
+        failures = (UnicodeEncodeError, pa.ArrowException, TypeError, ValueError, OverflowError)
         try:
-            batch = self._batch([v for _, v in rows])
-        except (UnicodeEncodeError, pa.ArrowInvalid):
+            batch = self._batch([self._encoded(v) for _, v in rows])
+        except failures:
             kept = []
             for row, values in rows:
-                values = tuple(json.dumps(json.loads(v)) if i in self._json else v
-                               for i, v in enumerate(values))  # ASCII escapes: lossless
-                bad = [n for n, v in zip(self._names, values) if not _encodable(v)]
-                if bad:
-                    self._on_error(row, f'cannot write "{bad[0]}" to Parquet: it holds a lone '
-                                        "surrogate (Parquet strings are UTF-8)")
+                values = self._encoded(values, ascii=True)  # JSON text: lossless escapes
+                try:
+                    self._batch([values])
+                except failures:
+                    self._on_error(row, self._why(values))
                 else:
                     kept.append(values)
             if not kept:
                 return
             batch = self._batch(kept)
+        self._write(batch)
+
+    def _write(self, batch) -> None:
+        if self._writer is None:
+            self._writer = self._pq.ParquetWriter(self._f, batch.schema)
         self._writer.write_batch(batch)
         self.written += batch.num_rows
 
-    def _batch(self, rows):
-        pa = self._pa
-        arrays = [pa.array([r[i] for r in rows], type=field.type)
-                  for i, field in enumerate(self.schema)]
-        return pa.record_batch(arrays, schema=self.schema)
-
     def close(self) -> None:
-        """Write what is queued and the file's footer."""
+        """Write what is queued and the file's footer (an empty table if no row came)."""
         self.flush()
+        if self._writer is None:
+            self._types = [self._pa.string() if t is None else t for t in self._types]
+            self._writer = self._pq.ParquetWriter(self._f, self._batch([]).schema)
         self._writer.close()
 
     def abort(self) -> None:
@@ -343,8 +414,9 @@ class ParquetOutput:
         still open (pyarrow would otherwise close it when collected, writing to a
         closed file); what it leaves in the file is for the caller to throw away."""
         self._rows = []
-        with suppress(Exception):
-            self._writer.close()
+        if self._writer is not None:
+            with suppress(Exception):
+                self._writer.close()
 
     def __enter__(self) -> "ParquetOutput":
         return self

@@ -63,6 +63,7 @@ output: one JSON string a line (the rendered text), in input order; a bad line i
 reported on stderr as INPUT:LINE: reason and produces no output line. With --spans,
 one object a line instead: {"text": "...", "spans": [[start, end], ...]}, the
 character ranges of the text the model produced (the loss mask; docs/rendering.md).
+With --keep id: {"id": ..., "text": ...}, to join the output back to the input.
 
 examples:
   apertus-fast render samples/conversations.jsonl -o rendered.jsonl --date 2026-01-01
@@ -151,6 +152,14 @@ def _positive_int(value: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}")
     return n
+
+
+def _key_list(value: str) -> list[str]:
+    """``--keep``: comma-separated keys, none empty."""
+    keys = [k.strip() for k in value.split(",")]
+    if not all(keys):
+        raise argparse.ArgumentTypeError(f"expected comma-separated keys, got {value!r}")
+    return keys
 
 
 def _one_line(reason: str) -> str:
@@ -348,6 +357,7 @@ def _fixed_date(args) -> str:
 def _cmd_render(args) -> int:
     spans_mode = args.spans
     text_mode = args.text
+    keep = _keep_list(args, ("text", "spans"))
     parquet_out = _parquet.is_parquet_path(args.output)
     if parquet_out and text_mode:
         raise _Usage("--text writes raw text, not Parquet: without --text the texts go to "
@@ -366,17 +376,16 @@ def _cmd_render(args) -> int:
 
     with _io.open_input(args.input) as inp:
         if inp.parquet:
-            progress, report, rows = _parquet_rows(args, inp, counts, _CONVERSATION_COLUMNS,
-                                                   ("messages",))
+            src = _parquet_source(args, inp, counts, _CONVERSATION_COLUMNS, ("messages",), keep)
         else:
-            progress = _make_progress(args, inp)
-            report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
-            rows = _decoded_lines(_iter_jsonl((), inp, None), progress, report, counts)
+            src = _jsonl_source(args, inp, counts, keep=keep)
+        report, progress = src.report, src.progress
+        kind = "spans" if spans_mode else "render"
         with _io.atomic_output(args.output, compress=False if parquet_out else None) as out, \
-                _parquet_output(args, "spans" if spans_mode else "render", out, report) as table:
+                _parquet_output(args, kind, out, report, keep, src.keep_types) as table:
             write = out.write
             try:
-                for lineno, obj in rows:
+                for lineno, obj, kept in src.rows:
                     try:
                         messages, kw = conversation(obj)
                         result = render_fn(messages, **kw)
@@ -388,10 +397,18 @@ def _cmd_render(args) -> int:
                         continue
                     rendered += 1
                     if table is not None:
-                        table.add(lineno, result if spans_mode else (result,))
+                        table.add(lineno, (*result, *kept) if spans_mode else (result, *kept))
                         continue
                     if text_mode:
                         write((result + "\n").encode("utf-8", "backslashreplace"))
+                        continue
+                    if keep:
+                        record = dict(zip(keep, kept))
+                        if spans_mode:
+                            record["text"], record["spans"] = result
+                        else:
+                            record["text"] = result
+                        write(_kept_line(record))
                         continue
                     if spans_mode:
                         text, spans = result
@@ -534,14 +551,53 @@ def _decoded_lines(numbered, progress, report, counts):
 _CONVERSATION_COLUMNS = ("messages", "tools", *_BOOL_KEYS, *_STR_KEYS, "dialect")
 
 
-def _parquet_rows(args, inp: _io.InputFile, counts, columns, required, *, output=True):
-    """``(progress, report, rows)`` for a Parquet input: ``rows`` yields
-    ``(row number, dict)`` holding those of ``columns`` that the file has and that are
-    not null in the row. A row in which every ``required`` column is null is reported.
-    Raises InputError (exit 2) when the file has none of ``required`` as columns, before
+class _Source:
+    """Where a command's items come from: ``rows`` yields ``(line or row number, value,
+    kept values)``; ``report`` counts and prints problems; ``progress`` is the bar (or
+    None); ``keep_types`` are the Arrow types of the ``--keep`` columns (None each when
+    unknown: JSONL)."""
+
+    def __init__(self, rows, report, progress, keep_types):
+        self.rows = rows
+        self.report = report
+        self.progress = progress
+        self.keep_types = keep_types
+
+
+def _jsonl_source(args, inp: _io.InputFile, counts, head=(), rest=None,
+                  first_value=None, *, keep=(), output=True) -> _Source:
+    """The non-blank lines of a JSONL input, decoded (``head``/``rest``/``first_value``
+    as ``_detect_format`` returns them; by default the whole input). A kept key that a
+    line lacks (or a line that is not an object) gives null."""
+    progress = _make_progress(args, inp)
+    report = _Reporter(inp.name, sys.stderr if output else sys.stdout, progress,
+                       args.max_errors)
+    lines = _decoded_lines(_iter_jsonl(head, inp if rest is None else rest, first_value),
+                           progress, report, counts)
+
+    def rows():
+        none = (None,) * len(keep)
+        for lineno, value in lines:
+            if not keep:
+                yield lineno, value, ()
+            elif type(value) is dict:
+                yield lineno, value, tuple(value.get(k) for k in keep)
+            else:
+                yield lineno, value, none
+
+    return _Source(rows(), report, progress, [None] * len(keep))
+
+
+def _parquet_source(args, inp: _io.InputFile, counts, columns, required, keep=(), *,
+                    output=True) -> _Source:
+    """The rows of a Parquet input, holding those of ``columns`` that the file has and
+    that are not null in the row, with the ``keep`` columns' values as they are stored.
+    A row in which every ``required`` column is null is reported. Raises InputError
+    (exit 2) when the file has none of ``required`` or lacks a ``keep`` column, before
     any output is made."""
     src = _parquet.ParquetInput(inp)
     src.require(*required)
+    src.require_all(keep)
     counts.rows = True
     progress = None
     if not (args.quiet or args.no_progress) and not (
@@ -555,37 +611,63 @@ def _parquet_rows(args, inp: _io.InputFile, counts, columns, required, *, output
     missing = " and ".join(f'"{c}"' for c in present) + (" are" if len(present) > 1 else " is")
 
     def rows():
-        for row, value in src.rows(columns, report.error):
+        for row, value, kept in src.rows_keeping(columns, keep, report.error):
             if progress is not None:
                 progress.update(row)
             for c in present:
                 if c in value:
-                    yield row, value
+                    yield row, value, kept
                     break
             else:
                 report.error(row, f"{missing} null in this row")
         counts.lines = src.rows_done
 
-    return progress, report, rows()
+    return _Source(rows(), report, progress, src.field_types(keep))
 
 
-def _parquet_output(args, kind: str, out, report):
+def _parquet_output(args, kind: str, out, report, keep=(), keep_types=()):
     """A context manager yielding a ParquetOutput into ``out`` when ``-o`` ends with
     .parquet (closed at the end, aborted on an exception), else None."""
     if not _parquet.is_parquet_path(args.output):
         return contextlib.nullcontext()
-    return _parquet.ParquetOutput(out, kind, report.error)
+    return _parquet.ParquetOutput(out, kind, report.error, keep=list(zip(keep, keep_types)))
 
 
-def _parsed_row(table, lineno: int, result) -> tuple:
-    """The arguments of ``write`` for one parsed conversation: a JSON line, or the row
-    number and the dict for a Parquet table."""
-    if table is None:
-        return (_io.json_line(result.to_dict()),)
-    return lineno, result.to_dict()
+def _keep_list(args, taken) -> list[str]:
+    """The ``--keep`` keys, in order, without repeats; a key the output already has is
+    a usage error, and so is ``--keep`` with ``--text``."""
+    keep = list(dict.fromkeys(k for group in (args.keep or ()) for k in group))
+    clash = [k for k in keep if k in taken]
+    if clash:
+        raise _Usage(f'--keep {clash[0]}: the output has its own "{clash[0]}"')
+    if keep and getattr(args, "text", False):
+        raise _Usage("--keep needs records: it cannot go with --text")
+    return keep
+
+
+def _plain(value):
+    """JSON for the values a Parquet column may keep that JSON has no type for."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    if hasattr(value, "isoformat"):  # dates, times, timestamps
+        return value.isoformat()
+    return str(value)  # decimals, durations
+
+
+_KEPT_UNICODE = json.JSONEncoder(ensure_ascii=False, default=_plain).encode
+_KEPT_ASCII = json.JSONEncoder(default=_plain).encode
+
+
+def _kept_line(record: dict) -> bytes:
+    """One JSON line for a record with kept values (lone surrogates escaped)."""
+    try:
+        return (_KEPT_UNICODE(record) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_KEPT_ASCII(record) + "\n").encode("ascii")
 
 
 def _cmd_parse(args) -> int:
+    keep = _keep_list(args, _parquet.column_names("parse"))
     parse_out = _parquet.is_parquet_path(args.output)
     parse_fn = _load_parse()
     strict = not args.lenient
@@ -597,14 +679,26 @@ def _cmd_parse(args) -> int:
     with _io.open_input(args.input) as inp:
         fmt, head, rest, first_value = _detect_format(inp, args.format)
         if fmt == "parquet":
-            progress, report, rows = _parquet_rows(args, inp, counts, ("text",), ("text",))
-        else:
-            progress = _make_progress(args, inp) if fmt == "jsonl" else None
-            report = _Reporter(inp.name, sys.stderr, progress, args.max_errors)
-            rows = _decoded_lines(_iter_jsonl(head, rest, first_value), progress, report, counts)
+            src = _parquet_source(args, inp, counts, ("text",), ("text",), keep)
+        elif fmt == "jsonl":
+            src = _jsonl_source(args, inp, counts, head, rest, first_value, keep=keep)
+        else:  # raw: the whole file is one text (no progress bar, nothing to keep)
+            src = _Source((), _Reporter(inp.name, sys.stderr, None, args.max_errors), None,
+                          [None] * len(keep))
+        report, progress = src.report, src.progress
         with _io.atomic_output(args.output, compress=False if parse_out else None) as out, \
-                _parquet_output(args, "parse", out, report) as table:
-            write = out.write if table is None else table.add_dict
+                _parquet_output(args, "parse", out, report, keep, src.keep_types) as table:
+            write = out.write
+
+            def emit(lineno: int, result, kept: tuple) -> None:
+                d = result.to_dict()
+                if table is not None:
+                    table.add_dict(lineno, d, kept)
+                elif keep:
+                    write(_kept_line({**dict(zip(keep, kept)), **d}))
+                else:
+                    write(_io.json_line(d))
+
             try:
                 if fmt == "raw":
                     data = _read_raw(head, rest)
@@ -616,10 +710,10 @@ def _cmd_parse(args) -> int:
                     else:
                         for w in result.warnings:
                             report.warning(1, w)
-                        write(*_parsed_row(table, 1, result))
+                        emit(1, result, (None,) * len(keep))
                         parsed += 1
                 else:
-                    for lineno, value in rows:
+                    for lineno, value, kept in src.rows:
                         try:
                             result = parse_fn(_text_of(value), dialect=dialect, strict=strict)
                         except ParseError as exc:
@@ -630,7 +724,7 @@ def _cmd_parse(args) -> int:
                             continue
                         for w in result.warnings:
                             report.warning(lineno, w)
-                        write(*_parsed_row(table, lineno, result))
+                        emit(lineno, result, kept)
                         parsed += 1
                 if table is not None:
                     table.flush()
@@ -671,13 +765,13 @@ def _cmd_validate(args) -> int:
     with _io.open_input(args.input) as inp:
         fmt, head, rest, first_value = _detect_format(inp, args.format)
         if fmt == "parquet":
-            progress, report, rows = _parquet_rows(
-                args, inp, counts, ("messages", "text", *_CONVERSATION_COLUMNS[1:]),
-                ("messages", "text"), output=False)
+            src = _parquet_source(args, inp, counts, ("messages", "text", *_CONVERSATION_COLUMNS[1:]),
+                                  ("messages", "text"), output=False)
+        elif fmt == "jsonl":
+            src = _jsonl_source(args, inp, counts, head, rest, first_value, output=False)
         else:
-            progress = _make_progress(args, inp) if fmt == "jsonl" else None
-            report = _Reporter(inp.name, sys.stdout, progress, args.max_errors)
-            rows = _decoded_lines(_iter_jsonl(head, rest, first_value), progress, report, counts)
+            src = _Source((), _Reporter(inp.name, sys.stdout, None, args.max_errors), None, [])
+        report, progress = src.report, src.progress
         try:
             if fmt == "raw":
                 data = _read_raw(head, rest)
@@ -697,7 +791,7 @@ def _cmd_validate(args) -> int:
                         for w in result.warnings:
                             report.warning(1, w)
             else:
-                for lineno, value in rows:
+                for lineno, value, _ in src.rows:
                     try:
                         if type(value) is list or (type(value) is dict and "messages" in value):
                             messages, kw = conversation(value)
@@ -784,6 +878,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="enable_thinking for lines that do not set it")
     p.add_argument("--generation-prompt", action="store_true",
                    help="add_generation_prompt for lines that do not set it")
+    p.add_argument("--keep", type=_key_list, action="append", metavar="KEYS",
+                   help="copy these keys (comma-separated; Parquet: columns) of each input "
+                        'line into its output record: {"id": ..., "text": ...}')
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--text", action="store_true",
                        help="write the raw texts, each followed by a newline (to read or "
@@ -801,6 +898,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lenient", action="store_true",
                    help="recover from malformed or truncated text (model output); what was "
                         "recovered from is reported as warnings")
+    p.add_argument("--keep", type=_key_list, action="append", metavar="KEYS",
+                   help="copy these keys (comma-separated; Parquet: columns) of each input "
+                        "line into its output record, before the conversation's keys")
     p.add_argument("--format", choices=formats, default="auto",
                    help="input format (default: auto: Parquet by its magic bytes, else JSONL "
                         "if the first non-blank line is JSON, else raw)")
