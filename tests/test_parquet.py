@@ -545,3 +545,11 @@ def test_keep_usage_errors(tmp_path, capsys, argv, message):
     assert main(*[a.format(src=src) for a in argv], "-o", out) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_column_name_used_twice_is_exit_2(tmp_path, capsys):
+    table = pa.Table.from_arrays([pa.array(["[]"]), pa.array(["[]"])], names=["messages", "messages"])
+    src = write(table, tmp_path / "twice.parquet")
+    assert main("render", src, "-o", tmp_path / "out.jsonl") == 2
+    assert 'has 2 columns named "messages"' in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()

@@ -198,6 +198,7 @@ class ParquetInput:
         present = [c for c in dict.fromkeys(columns) if c in self.columns]
         keep = list(keep)
         read = list(dict.fromkeys(present + keep))
+        self.check_unique(read)
         at = {c: i for i, c in enumerate(read)}
         used = [at[c] for c in present]
         kept = [at[c] for c in keep]
@@ -222,6 +223,15 @@ class ParquetInput:
                     yield row, out, tuple(values[j][i] for j in kept)
         except self._errors as exc:
             raise InputError(f"cannot read {self.name} (row {row + 1}): {exc}") from exc
+
+    def check_unique(self, columns) -> None:
+        """Raise :class:`InputError` if one of these columns has a name the file uses
+        twice (which one is meant cannot be told)."""
+        for c in columns:
+            n = self.columns.count(c)
+            if n > 1:
+                raise InputError(f'{self.name} has {n} columns named "{c}": which one is '
+                                 "meant cannot be told")
 
     def require_all(self, columns) -> None:
         """Raise :class:`InputError` unless every one of these columns exists."""

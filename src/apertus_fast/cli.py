@@ -598,6 +598,7 @@ def _parquet_source(args, inp: _io.InputFile, counts, columns, required, keep=()
     src = _parquet.ParquetInput(inp)
     src.require(*required)
     src.require_all(keep)
+    src.check_unique([*columns, *keep])
     counts.rows = True
     progress = None
     if not (args.quiet or args.no_progress) and not (
