@@ -1,12 +1,14 @@
-"""The ``apertus-fast`` command line: render, parse and validate JSONL corpora.
+"""The ``apertus-fast`` command line: render, parse and validate JSONL (or Parquet)
+corpora.
 
 ``main(argv)`` is the entry point (also ``python -m apertus_fast``); it returns the exit
 status: 0 success, 1 some line failed, 2 usage error or unreadable input/unwritable
 output, 130 interrupted. See ``docs/cli.md``.
 
-Each command streams its input line by line (constant memory), reports every bad line
-on stderr as ``INPUT:LINE: reason`` and carries on, writes the output file atomically,
-and ends with a one-line summary on stderr.
+Each command streams its input line by line (a Parquet file: row by row, ``_parquet``),
+in constant memory, reports every bad line on stderr as ``INPUT:LINE: reason``
+(``INPUT:row N: reason``) and carries on, writes the output file atomically, and ends
+with a one-line summary on stderr.
 """
 
 from __future__ import annotations
@@ -254,7 +256,7 @@ class _Usage(Exception):
 
 
 class _Shape(Exception):
-    """A JSONL line of the wrong shape (internal)."""
+    """A JSONL line (or Parquet row) of the wrong shape (internal)."""
 
 
 _BOOL_KEYS = ("enable_thinking", "add_generation_prompt", "continue_assistant_message")
