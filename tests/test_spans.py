@@ -92,6 +92,20 @@ def test_same_text_as_render_and_edge_law(dialect, data):
     # (calls written inside an open tool output make a span start after "[out")
     if spanned is not None and not calls_inside_tool_group(data["messages"]):
         _check_edges(spanned, get_dialect(dialect))
+    if spanned is not None:
+        _check_byte_spans(spanned)
+
+
+def _check_byte_spans(r: Rendered):
+    """The byte spans cut the same text out of the UTF-8 encoding."""
+    try:
+        data = r.text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8, and byte_spans says so
+        with pytest.raises(UnicodeEncodeError):
+            r.byte_spans()
+        return
+    byte_spans = r.byte_spans()
+    assert [data[s:e].decode("utf-8") for s, e in byte_spans] == r.segments()
 
 
 def _check_edges(r: Rendered, d):
@@ -308,6 +322,16 @@ def test_errors_are_renders_errors():
         render_with_spans([], dialect="apertus-2")
 
 
+def test_parsed_conversations_render_with_spans():
+    """A corpus kept only as text: parse, then the parsed conversation's spans."""
+    from apertus_fast import parse
+
+    for dialect in DIALECTS:
+        direct = render_with_spans(WEATHER, dialect=dialect, date=DATE, enable_thinking=True)
+        again = parse(direct.text, dialect=dialect).render_with_spans()
+        assert again == direct and isinstance(again, Rendered)
+
+
 # --------------------------------------------------------------------------- token_mask
 
 def test_token_mask_overlap_rule():
@@ -319,6 +343,21 @@ def test_token_mask_overlap_rule():
     assert Rendered("abc", []).token_mask([(0, 1), (1, 3)]) == [False, False]
     # lists of lists and out-of-order offsets work too (a tokenizer's offset_mapping)
     assert r.token_mask([[7, 8], [0, 1], [3, 4]]) == [True, False, True]
+
+
+def test_byte_spans_and_utf8_token_masks():
+    r = Rendered("aé😀bc€d", [(1, 3), (4, 6)])  # "é😀" and "c€"
+    assert r.byte_spans() == [(1, 7), (8, 12)]
+    data = r.text.encode()
+    assert [data[s:e].decode() for s, e in r.byte_spans()] == r.segments() == ["é😀", "c€"]
+    # one token per byte: the same membership as by characters
+    assert r.token_mask([(i, i + 1) for i in range(len(data))], utf8=True) == [
+        False, True, True, True, True, True, True, False, True, True, True, True, False]
+    ascii_r = Rendered("abcdef", [(1, 2), (4, 6)])
+    assert ascii_r.byte_spans() == ascii_r.spans and ascii_r.byte_spans() is not ascii_r.spans
+    assert Rendered("x", []).byte_spans() == []
+    with pytest.raises(UnicodeEncodeError):
+        Rendered("a\ud800b", [(0, 1)]).byte_spans()
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

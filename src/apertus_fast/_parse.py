@@ -120,19 +120,24 @@ class ParsedConversation:
                 f"tool_names={self.tool_names!r}, date={self.date!r}, "
                 f"warnings={self.warnings!r})")
 
+    def _render_kwargs(self) -> dict:
+        return {"dialect": self.dialect, "tools_text": self.tools_text,
+                "enable_thinking": self.enable_thinking,
+                "add_generation_prompt": self.add_generation_prompt,
+                "continue_assistant_message": self.continue_assistant_message,
+                "date": self.date, "bos_token": self.bos_token}
+
     def render(self) -> str:
         """Re-render through the normal renderer (equal to the parsed text for every
         text the renderer produces)."""
-        return render(
-            self.messages,
-            dialect=self.dialect,
-            tools_text=self.tools_text,
-            enable_thinking=self.enable_thinking,
-            add_generation_prompt=self.add_generation_prompt,
-            continue_assistant_message=self.continue_assistant_message,
-            date=self.date,
-            bos_token=self.bos_token,
-        )
+        return render(self.messages, **self._render_kwargs())
+
+    def render_with_spans(self):
+        """:meth:`render` with the model's spans: a ``Rendered(text, spans)``, the loss
+        mask of a conversation kept only as text (``apertus_fast.render_with_spans``)."""
+        from ._spans import render_with_spans
+
+        return render_with_spans(self.messages, **self._render_kwargs())
 
     def to_dict(self) -> dict:
         """A JSON-able dict; ``apertus-fast render`` reads it back (``tools_text``)."""

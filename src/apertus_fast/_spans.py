@@ -40,17 +40,37 @@ class Rendered(NamedTuple):
         text = self.text
         return [text[start:end] for start, end in self.spans]
 
-    def token_mask(self, offsets) -> list[bool]:
+    def byte_spans(self) -> list[tuple[int, int]]:
+        """:attr:`spans` as offsets into ``text.encode("utf-8")``, for tools that count
+        bytes (tokenizers outside Python, memory-mapped token files):
+        ``data[bs:be].decode() == text[s:e]`` for each pair. Raises
+        ``UnicodeEncodeError`` if the text holds a lone surrogate (it has no UTF-8)."""
+        text = self.text
+        if text.isascii():
+            return list(self.spans)
+        out = []
+        char = byte = 0  # a boundary and its byte offset, walking forwards
+        for start, end in self.spans:
+            byte += len(text[char:start].encode("utf-8"))
+            first = byte
+            byte += len(text[start:end].encode("utf-8"))
+            char = end
+            out.append((first, byte))
+        text[char:].encode("utf-8")  # the rest, too, must have a UTF-8 encoding
+        return out
+
+    def token_mask(self, offsets, *, utf8: bool = False) -> list[bool]:
         """One bool per token: whether the token is (partly) the model's text.
 
         ``offsets`` are the tokens' ``(start, end)`` character offsets into ``text``, as
         a Hugging Face fast tokenizer returns them with ``return_offsets_mapping=True``
-        (a list of pairs, or an array of shape ``(n, 2)``). A token counts when its
-        characters overlap a span, so a token that straddles a span's edge is trained
-        on, as in ``transformers``' ``return_assistant_tokens_mask``. Tokens with no
-        characters (``(0, 0)``: special tokens the tokenizer added) never count.
+        (a list of pairs, or an array of shape ``(n, 2)``); with ``utf8=True``, byte
+        offsets into ``text.encode("utf-8")`` instead (:meth:`byte_spans`). A token
+        counts when it overlaps a span, so a token that straddles a span's edge is
+        trained on, as in ``transformers``' ``return_assistant_tokens_mask``. Tokens
+        that cover nothing (``(0, 0)``: special tokens the tokenizer added) never count.
         """
-        spans = self.spans
+        spans = self.byte_spans() if utf8 else self.spans
         ends = [end for _, end in spans]
         n = len(spans)
         mask = []
