@@ -409,7 +409,7 @@ def test_interrupted_parquet_output_leaves_the_old_file_and_no_noise(tmp_path, m
         return render(*args, **kw)
 
     monkeypatch.setattr(cli, "render", failing_render)
-    monkeypatch.setattr(_parquet.ParquetOutput.__init__, "__defaults__", (5, 64 << 20))
+    monkeypatch.setattr(_parquet.ParquetOutput.__init__, "__defaults__", (5, 16 << 20))
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     if exc is KeyboardInterrupt:
@@ -495,7 +495,7 @@ def test_keep_from_jsonl_into_parquet_infers_types(tmp_path, capsys):
     src.write_text("".join(json.dumps(v) + "\n" for v in lines))
     out = tmp_path / "out.parquet"
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(_parquet.ParquetOutput.__init__, "__defaults__", (2, 64 << 20))
+    monkeypatch.setattr(_parquet.ParquetOutput.__init__, "__defaults__", (2, 16 << 20))
     try:
         assert main("render", src, "-o", out, "--date", DATE, "--keep", "id,tag,mixed") == 1
     finally:

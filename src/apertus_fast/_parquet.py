@@ -287,7 +287,9 @@ def column_names(kind: str) -> list[str]:
 
 class ParquetOutput:
     """Rows written to a Parquet file, one row group per ``group_rows`` rows or
-    ``group_bytes`` characters of text, whichever comes first.
+    ``group_chars`` characters of text (the first column), whichever comes first: the
+    queued rows, their Arrow copy and the writer's pages are what the output holds in
+    memory.
 
     ``kind`` picks the columns: ``"render"`` (``text``), ``"spans"`` (``text``,
     ``spans`` as ``[[start, end], ...]``) or ``"parse"`` (the fields of
@@ -306,7 +308,7 @@ class ParquetOutput:
     """
 
     def __init__(self, f, kind: str, on_error: Callable[[int, str], None],
-                 group_rows: int = 10_000, group_bytes: int = 64 << 20, *, keep=()):
+                 group_rows: int = 10_000, group_chars: int = 16 << 20, *, keep=()):
         pa, pq = pyarrow_modules()
         self._pa, self._pq = pa, pq
         if kind not in _KIND_COLUMNS:
@@ -321,7 +323,7 @@ class ParquetOutput:
         self._writer = None  # made at the first write, when every type is known
         self._on_error = on_error
         self._group_rows = group_rows
-        self._group_bytes = group_bytes
+        self._group_chars = group_chars
         self._rows: list[tuple[int, tuple]] = []
         self._chars = 0
         self.written = 0
@@ -332,7 +334,7 @@ class ParquetOutput:
         self._rows.append((row, values))
         first = values[0]
         self._chars += len(first) if type(first) is str else 0
-        if len(self._rows) >= self._group_rows or self._chars >= self._group_bytes:
+        if len(self._rows) >= self._group_rows or self._chars >= self._group_chars:
             self.flush()
 
     def add_dict(self, row: int, d: dict, kept: tuple = ()) -> None:
