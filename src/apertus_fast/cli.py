@@ -383,8 +383,7 @@ def _cmd_render(args) -> int:
             src = _jsonl_source(args, inp, counts, keep=keep)
         report, progress = src.report, src.progress
         kind = "spans" if spans_mode else "render"
-        with _io.atomic_output(args.output, compress=False if parquet_out else None) as out, \
-                _parquet_output(args, kind, out, report, keep, src.keep_types) as table:
+        with _output(args, kind, report, keep, src.keep_types) as (out, table):
             write = out.write
             try:
                 for lineno, obj, kept in src.rows:
@@ -421,8 +420,6 @@ def _cmd_render(args) -> int:
                         write((head + quote(text) + tail).encode("utf-8"))
                     except UnicodeEncodeError:  # lone surrogates: escape them
                         write((head + quote_ascii(text) + tail).encode("ascii"))
-                if table is not None:
-                    table.flush()
             finally:
                 if progress is not None:
                     progress.close()
@@ -628,12 +625,20 @@ def _parquet_source(args, inp: _io.InputFile, counts, columns, required, keep=()
     return _Source(rows(), report, progress, src.field_types(keep))
 
 
-def _parquet_output(args, kind: str, out, report, keep=(), keep_types=()):
-    """A context manager yielding a ParquetOutput into ``out`` when ``-o`` ends with
-    .parquet (closed at the end, aborted on an exception), else None."""
+@contextlib.contextmanager
+def _output(args, kind: str, report, keep=(), keep_types=()):
+    """``(out, table)`` for ``-o``: the atomic output file, and a ParquetOutput of
+    ``kind`` into it when the name ends with .parquet (else None). The table is closed
+    (its last rows written, reported failures included) before the file is committed,
+    and aborted on an exception."""
     if not _parquet.is_parquet_path(args.output):
-        return contextlib.nullcontext()
-    return _parquet.ParquetOutput(out, kind, report.error, keep=list(zip(keep, keep_types)))
+        with _io.atomic_output(args.output) as out:
+            yield out, None
+        return
+    with _io.atomic_output(args.output, compress=False) as out, \
+            _parquet.ParquetOutput(out, kind, report.error,
+                                   keep=list(zip(keep, keep_types))) as table:
+        yield out, table
 
 
 def _keep_list(args, taken) -> list[str]:
@@ -671,7 +676,6 @@ def _kept_line(record: dict) -> bytes:
 
 def _cmd_parse(args) -> int:
     keep = _keep_list(args, _parquet.column_names("parse"))
-    parse_out = _parquet.is_parquet_path(args.output)
     parse_fn = _load_parse()
     strict = not args.lenient
     dialect = _dialect(args)
@@ -689,8 +693,7 @@ def _cmd_parse(args) -> int:
             src = _Source((), _Reporter(inp.name, sys.stderr, None, args.max_errors), None,
                           [None] * len(keep))
         report, progress = src.report, src.progress
-        with _io.atomic_output(args.output, compress=False if parse_out else None) as out, \
-                _parquet_output(args, "parse", out, report, keep, src.keep_types) as table:
+        with _output(args, "parse", report, keep, src.keep_types) as (out, table):
             write = out.write
 
             def emit(lineno: int, result, kept: tuple) -> None:
@@ -729,8 +732,6 @@ def _cmd_parse(args) -> int:
                             report.warning(lineno, w)
                         emit(lineno, result, kept)
                         parsed += 1
-                if table is not None:
-                    table.flush()
             finally:
                 if progress is not None:
                     progress.close()
