@@ -433,6 +433,15 @@ def split_tool_calls(body: str):
     JSON-aware: a JSON value followed by ``}`` and then ``, {"`` or the final ``]``,
     else the text up to the next ``}, {"`` (or the final ``}]``).
     """
+    calls = split_tool_calls_at(body)
+    if calls is None:
+        return None
+    return [(name, args) for name, args, _at in calls]
+
+
+def split_tool_calls_at(body: str):
+    """:func:`split_tool_calls` with where each call's arguments start in ``body``:
+    ``(name, arguments, start)`` triples, or ``None``."""
     if not (body.startswith("[") and body.endswith("]")):
         return None
     if body == "[]":
@@ -460,13 +469,27 @@ def split_tool_calls(body: str):
                 args_end = last - 1
             else:
                 return None
-        calls.append((name, body[args_start:args_end]))
+        calls.append((name, body[args_start:args_end], args_start))
         pos = args_end + 1
         if pos == last:
             return calls
         if not body.startswith(", ", pos):
             return None
         pos += 2
+
+
+def json_end(s: str, pos: int) -> int:
+    """End of the JSON value starting exactly at ``pos`` in ``s``, or -1: what
+    ``json.JSONDecoder().raw_decode(s, pos)`` answers (-1 where it raises). The
+    builder's own test, for the streaming reader (``_stream``)."""
+    return _json_end(s, pos)
+
+
+def output_group(run: str):
+    """``_output_group`` for the streaming reader: a text run starting with ``[``
+    right after ``<|tools_suffix|>`` -> ``(outputs, index of the closing "]")``, or
+    ``(None, -1)``."""
+    return _output_group(run)
 
 
 # ---------------------------------------------------------------------------
@@ -584,6 +607,16 @@ class _Builder:
         self.turns(result)
         result.warnings = self.warnings
         return result
+
+    def build_turn(self):
+        """Read the text as the body of one assistant turn (what follows its
+        ``<|assistant_start|>``: a model's completion) into ``self.messages``, up to
+        where the turn ends. Returns ``(closed, rest)``: whether ``<|assistant_end|>``
+        closed it, and the offset where the text after the turn begins (``len(text)``
+        if none)."""
+        closed = self.assistant_turn()
+        rest = self.start(self.i) if self.i < self.n else len(self.text)
+        return closed, rest
 
     def header(self, result):
         n = self.n
@@ -942,6 +975,12 @@ _CALL_HEAD = re.compile(r'\{"([^"\n]*)": ')
 def _salvage_calls(raw: str):
     """Lenient mode: tool calls from truncated or malformed text, read left to right;
     a call whose arguments are cut off keeps what there is of them."""
+    return [(name, args) for name, args, _at in salvage_calls_at(raw)]
+
+
+def salvage_calls_at(raw: str):
+    """:func:`_salvage_calls` with where each call's arguments start in ``raw``:
+    ``(name, arguments, start)`` triples."""
     calls = []
     pos = 1 if raw.startswith("[") else 0
     while True:
@@ -956,12 +995,12 @@ def _salvage_calls(raw: str):
                 rest = raw[start:]
                 if rest.endswith("}]"):
                     rest = rest[:-2]
-                calls.append((m.group(1), rest))
+                calls.append((m.group(1), rest, start))
                 return calls
-            calls.append((m.group(1), raw[start:nxt]))
+            calls.append((m.group(1), raw[start:nxt], start))
             pos = nxt + 3
             continue
-        calls.append((m.group(1), raw[start:end]))
+        calls.append((m.group(1), raw[start:end], start))
         pos = end
         if raw.startswith("}, ", pos):
             pos += 3
