@@ -45,6 +45,11 @@ _EXPORTS = {
     "parse": "_parse",
     "normalize": "_parse",
     "ParsedConversation": "_parse",
+    # model output and streams
+    "StreamParser": "_stream",
+    "Delta": "_stream",
+    "Completion": "_stream",
+    "parse_completion": "_stream",
     # drop-in reference API
     "Role": "_models",
     "BlockType": "_models",

@@ -1,0 +1,1089 @@
+"""Model output, read as it streams: an assistant turn, chunk by chunk, as deltas.
+
+An inference server renders the prompt with ``add_generation_prompt=True`` (it ends in
+``<|assistant_start|>``) and streams what the model writes after it: reasoning,
+response text, tool calls. :class:`StreamParser` is fed those chunks as they arrive and
+returns :class:`Delta` objects: new reasoning text, new response text, a tool call's
+name and pieces of its arguments, tool outputs. :func:`parse_completion` reads a whole
+completion at once.
+
+The contract (``docs/streaming.md``; property-tested in ``tests/test_stream.py``):
+
+* **Final.** A delta is never taken back or changed: the parser emits text only once
+  no continuation of the stream can read it differently. A token split across chunks
+  (``"<|inner_"`` + ``"suffix|>"``) is held back by the lexer; tool-call arguments
+  are held back where the call list could still end or split there.
+* **Any chunking, same deltas.** The text of the deltas of each kind, concatenated, does
+  not depend on how the stream was cut into chunks.
+* **Same as one shot.** The structure of the turn (:attr:`Completion.messages`) is what
+  lenient :func:`~apertus_fast.parse` reads from the same text, and the deltas agree
+  with it: the reasoning deltas spell the turn's ``thoughts``, the response deltas its
+  ``response`` blocks, the tool-call deltas its calls (names, and arguments exactly as
+  written), the tool-output deltas its outputs.
+
+The builder (``_parse``) decides the structure; this module only follows the text as it
+arrives, with the builder's own tests (``json_end``, ``split_tool_calls_at``,
+``salvage_calls_at``, ``output_group``, ``split_tool_outputs``) at each decision.
+"""
+
+from __future__ import annotations
+
+import codecs
+import copy
+import re
+import uuid
+from array import array
+from typing import NamedTuple
+
+from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
+from ._errors import ParseError
+from ._lex import Lexer, scan_str
+from ._parse import (_Builder, _NeedBlocks, json_end, output_group, salvage_calls_at,
+                     split_tool_calls_at, split_tool_outputs)
+
+__all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
+
+THOUGHTS = "thoughts"
+RESPONSE = "response"
+TOOL_CALL = "tool_call"
+TOOL_OUTPUT = "tool_output"
+
+_TEXT = int(Kind.TEXT)
+_BOS = int(Kind.BOS)
+_IMAGE = int(Kind.IMAGE)
+_AUDIO = int(Kind.AUDIO)
+_USER_START = int(Kind.USER_START)
+_ASSISTANT_START = int(Kind.ASSISTANT_START)
+_ASSISTANT_END = int(Kind.ASSISTANT_END)
+_INNER_PREFIX = int(Kind.INNER_PREFIX)
+_INNER_SUFFIX = int(Kind.INNER_SUFFIX)
+_TOOLS_PREFIX = int(Kind.TOOLS_PREFIX)
+_TOOLS_SUFFIX = int(Kind.TOOLS_SUFFIX)
+_TOOL_OUTPUT_START = int(Kind.TOOL_OUTPUT_START)
+_TOOL_OUTPUT_END = int(Kind.TOOL_OUTPUT_END)
+_THINK_START = int(Kind.THINK_START)
+_THINK_END = int(Kind.THINK_END)
+#: Tokens that are text inside an assistant turn: ``<s>`` (a token only at the very
+#: start of a whole conversation) and the media tokens (only in user turns).
+_TEXTUAL = frozenset((_TEXT, _BOS, _IMAGE, _AUDIO))
+_KINDS = tuple(sorted(Kind, key=int))
+
+
+class Delta(NamedTuple):
+    """What one piece of model output added.
+
+    ``kind`` is ``"thoughts"`` (reasoning text), ``"response"`` (text for the user),
+    ``"tool_call"`` or ``"tool_output"``. ``text`` is the new text: reasoning or
+    response text, a piece of a call's arguments (exactly as written), or a whole tool
+    output. ``index`` numbers the tool calls (and, separately, the tool outputs) of the
+    completion from 0; it is -1 for text. ``name`` is the call's name on the first
+    delta of each call (its ``text`` may be empty), ``None`` otherwise.
+    """
+
+    kind: str
+    text: str
+    index: int = -1
+    name: str | None = None
+
+
+# ---------------------------------------------------------------------------
+# Following a JSON value as it arrives
+# ---------------------------------------------------------------------------
+
+_IN_STRING = re.compile(r'["\\]')
+_STRUCTURAL = re.compile(r'["\[\]{}]')
+_JSON_START = frozenset('{["-0123456789tfnNI')
+_NUMBER_START = frozenset("-0123456789")
+#: The longest JSON word (``-Infinity``): a scalar that ``json_end`` still rejects
+#: at this length can no longer become one.
+_LONGEST_WORD = 9
+
+
+class _JsonWatch:
+    """Follows the text of one JSON value (from its first character) as it arrives and
+    says when the exact test, ``json_end``, is worth running: once a container or
+    string closes (brackets and quotes balanced again), or every time for a scalar.
+    For text that is a valid JSON value this tracking is exact, so it never misses the
+    end of one; on anything else ``json_end`` has the last word."""
+
+    __slots__ = ("first", "depth", "in_str", "esc", "closed")
+
+    def __init__(self):
+        self.first = ""        # the value's first character, "" until it arrives
+        self.depth = 0
+        self.in_str = False
+        self.esc = False
+        self.closed = False    # a container or a string has closed
+
+    @property
+    def dead(self) -> bool:
+        """The text cannot start a JSON value."""
+        return self.first != "" and self.first not in _JSON_START
+
+    @property
+    def scalar(self) -> bool:
+        return self.first != "" and self.first not in '"[{'
+
+    def check(self) -> bool:
+        """Whether ``json_end`` may now find the value's end."""
+        return self.closed or (self.scalar and not self.dead)
+
+    def feed(self, s: str) -> None:
+        if self.closed or not s:
+            return
+        i = 0
+        n = len(s)
+        if not self.first:
+            c = self.first = s[0]
+            if c == '"':
+                self.in_str = True
+            elif c == "[" or c == "{":
+                self.depth = 1
+            else:
+                return   # a scalar (or not JSON): json_end decides
+            i = 1
+        elif self.first not in '"[{':
+            return
+        while i < n:
+            if self.esc:
+                self.esc = False
+                i += 1
+                continue
+            if self.in_str:
+                m = _IN_STRING.search(s, i)
+                if m is None:
+                    return
+                j = m.start()
+                if s[j] == "\\":
+                    self.esc = True
+                    i = j + 1
+                    continue
+                self.in_str = False
+                i = j + 1
+                if self.depth == 0:
+                    self.closed = True
+                    return
+                continue
+            m = _STRUCTURAL.search(s, i)
+            if m is None:
+                return
+            j = m.start()
+            c = s[j]
+            i = j + 1
+            if c == '"':
+                self.in_str = True
+            elif c == "[" or c == "{":
+                self.depth += 1
+            else:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.closed = True
+                    return
+
+
+def _value_end(watch: _JsonWatch, s: str, pos: int) -> int:
+    """End of the JSON value at ``s[pos:]`` that ``watch`` follows, once no further
+    text can change it: the end (> pos), -1 if it can never be a JSON value, or -2
+    if not decided yet."""
+    if watch.dead:
+        return -1
+    if not watch.check():
+        return -2
+    end = json_end(s, pos)
+    if end < 0:
+        if watch.closed or len(s) - pos >= _LONGEST_WORD:
+            return -1
+        return -2
+    # a number may go on ("1" -> "12", "1e" -> "1e5"): decided once three more
+    # characters are there, the longest look-ahead of the number grammar
+    if watch.first in _NUMBER_START and end > len(s) - 3:
+        return -2
+    return end
+
+
+# ---------------------------------------------------------------------------
+# A tool-call list as it arrives
+# ---------------------------------------------------------------------------
+
+_FIRST, _HEAD, _NAME, _ARGS, _STOPPED = range(5)
+#: A call name longer than this (without its closing ``": ``) is read at the end only.
+_MAX_NAME = 256
+_CALL_SEP = '}, {"'
+
+
+class _Calls:
+    """The text between ``<|tools_prefix|>`` and ``<|tools_suffix|>`` as it arrives.
+
+    At the end, the builder's reading decides the calls: ``split_tool_calls_at``, else
+    (lenient) ``salvage_calls_at``. Before that, this reader emits what every possible
+    end of the body agrees on:
+
+    * a call's name once its ``{"NAME": `` is complete (a name holding ``"`` or a
+      newline waits for the end: the two readings differ there);
+    * its arguments up to the first position where the reading of some continuation
+      could end them: the first ``}, {"`` after them, the end of their JSON value once
+      that is complete, and the last 4 characters (a ``}, {"`` or the final ``}]``
+      may be arriving);
+    * the next call once this one's end is certain in both readings: its JSON value
+      followed by ``}, {"``, or (arguments that are not JSON) the first ``}, {"``.
+
+    Anything else waits for the end of the body. ``events`` collects
+    ``("name", k, name, pos)`` and ``("args", k, text, pos)`` (body offsets).
+    """
+
+    def __init__(self):
+        self.parts: list[str] = []
+        self.starts: list[int] = []
+        self.n = 0
+        self.phase = _FIRST
+        self.k = -1              # the open call
+        self.opened: list = []   # per call: [name, args start, characters of args emitted]
+        self.call_start = 0
+        self.args_start = 0
+        self.scanned = 0         # body text fed to the watch so far
+        self.sep = -1            # first "}, {" + '"' at or after args_start
+        self.sep_from = 0
+        self.end = -2            # the arguments' JSON end (>0), -1 never, -2 undecided
+        self.part = -1           # a number's end so far (it may still grow)
+        self.watch = None
+        self.events: list = []
+        self.finished = False
+        self.mismatch = ""       # set if the final reading contradicts an emitted delta
+
+    # -- the body's text ----------------------------------------------------
+    def _slice(self, a: int, b: int) -> str:
+        """body[a:b] for 0 <= a <= b <= n, joining only the pieces it spans."""
+        if a >= b:
+            return ""
+        parts, starts = self.parts, self.starts
+        lo = 0
+        hi = len(parts) - 1
+        while lo < hi:   # the last piece starting at or before a
+            mid = (lo + hi + 1) // 2
+            if starts[mid] <= a:
+                lo = mid
+            else:
+                hi = mid - 1
+        out = []
+        i = lo
+        while i < len(parts) and starts[i] < b:
+            p, at = parts[i], starts[i]
+            out.append(p[max(0, a - at): b - at])
+            i += 1
+        return out[0] if len(out) == 1 else "".join(out)
+
+    def body(self) -> str:
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+            self.starts = [0]
+        return self.parts[0] if self.parts else ""
+
+    # -- reading ------------------------------------------------------------
+    def feed(self, s: str) -> None:
+        self.parts.append(s)
+        self.starts.append(self.n)
+        self.n += len(s)
+        self._advance()
+
+    def _advance(self) -> None:
+        n = self.n
+        while True:
+            phase = self.phase
+            if phase == _FIRST:
+                if n == 0:
+                    return
+                c = self._slice(0, 1)
+                if c == "[" or c == "{":   # "{": only the lenient reading, from 0
+                    self.call_start = 1 if c == "[" else 0
+                    self.phase = _HEAD
+                else:
+                    self.phase = _STOPPED
+            elif phase == _HEAD:
+                if n < self.call_start + 2:
+                    return
+                if self._slice(self.call_start, self.call_start + 2) != '{"':
+                    self.phase = _STOPPED
+                    return
+                self.phase = _NAME
+            elif phase == _NAME:
+                at = self.call_start + 2
+                head = self._slice(at, n)
+                q = -1
+                for i, c in enumerate(head):
+                    if c == '"' or c == "\n":
+                        q = i
+                        break
+                if q < 0:
+                    if len(head) > _MAX_NAME:
+                        self.phase = _STOPPED
+                    return
+                if head[q] == '"' and len(head) < q + 3:
+                    return
+                if head[q:q + 3] != '": ':   # a newline or a quote inside the name
+                    self.phase = _STOPPED
+                    return
+                self.k += 1
+                self.args_start = at + q + 3
+                self.opened.append([head[:q], self.args_start, 0])
+                self.events.append(("name", self.k, head[:q], self.call_start))
+                self.scanned = self.sep_from = self.args_start
+                self.sep = -1
+                self.end = -2
+                self.part = -1
+                self.watch = _JsonWatch()
+                self.phase = _ARGS
+            elif phase == _ARGS:
+                if not self._args(n):
+                    return
+            else:
+                return
+
+    def _args(self, n: int) -> bool:
+        """Read the open call's arguments; True when the next call begins."""
+        a = self.args_start
+        if self.scanned < n:
+            if self.end == -2:
+                self.watch.feed(self._slice(self.scanned, n))
+            self.scanned = n
+        if self.sep < 0 and self.sep_from < n:
+            lo = max(a, self.sep_from - (len(_CALL_SEP) - 1))
+            i = self._slice(lo, n).find(_CALL_SEP)
+            if i >= 0:
+                self.sep = lo + i
+            self.sep_from = n
+        w = self.watch
+        if self.end == -2:
+            if w.dead:
+                self.end = -1
+            elif w.check():
+                text = self._slice(a, n)
+                e = json_end(text, 0)
+                if e > 0:
+                    self.part = a + e
+                    # a number may still grow ("1" -> "12", "1e" -> "1e5"): its end is
+                    # final once the grammar's look-ahead (3 characters) is there
+                    if w.first not in _NUMBER_START or e <= len(text) - 3:
+                        self.end = a + e
+                elif w.closed or len(text) >= _LONGEST_WORD:
+                    self.end = -1
+        # the arguments are certain up to: the first "}, {" + '"', the end of their
+        # JSON value (a number's end only grows), and a tail that may begin a "}, {"
+        # + '"' or be the final "}]"
+        bound = n - self._tail_hold(n)
+        if self.sep >= 0 and self.sep < bound:
+            bound = self.sep
+        end = self.end if self.end > 0 else self.part
+        if end > 0 and end < bound:
+            bound = end
+        self._emit_args(bound)
+        # where both readings agree that this call ends
+        if self.end > 0:
+            stop = self.end
+            if n < stop + 5:
+                return False
+            if self._slice(stop, stop + 5) != _CALL_SEP:
+                self.phase = _STOPPED
+                return False
+        elif self.end == -1 and self.sep >= 0:
+            stop = self.sep
+        else:
+            return False
+        self._emit_args(stop)
+        self.call_start = stop + 3
+        self.phase = _HEAD
+        return True
+
+    def _tail_hold(self, n: int) -> int:
+        """Characters at the end of the arguments that may begin a ``}, {"`` or be the
+        final ``}]``: the longest such suffix, starting with ``}``."""
+        tail = self._slice(max(self.args_start, n - 4), n)
+        for i, c in enumerate(tail):
+            if c == "}" and (_CALL_SEP.startswith(tail[i:]) or tail[i:] == "}]"):
+                return len(tail) - i
+        return 0
+
+    def _emit_args(self, bound: int) -> None:
+        call = self.opened[self.k]
+        done = call[1] + call[2]
+        if bound > done:
+            self.events.append(("args", self.k, self._slice(done, bound), done))
+            call[2] = bound - call[1]
+
+    def finish(self) -> None:
+        """The body is complete: the builder's reading decides the rest."""
+        if self.finished:
+            return
+        self.finished = True
+        body = self.body()
+        calls = split_tool_calls_at(body)
+        if calls is None:
+            calls = salvage_calls_at(body)
+        opened = self.opened
+        if len(calls) < len(opened):
+            self.mismatch = (f"{len(opened)} tool call(s) were streamed, the call list "
+                             f"holds {len(calls)}")
+        for k, (name, args, at) in enumerate(calls):
+            if k < len(opened):
+                o_name, o_at, emitted = opened[k]
+                if name != o_name or at != o_at or len(args) < emitted:
+                    self.mismatch = f"tool call {k} was streamed as {o_name!r}, reads {name!r}"
+                    continue
+                if len(args) > emitted:
+                    self.events.append(("args", k, args[emitted:], at + emitted))
+            else:
+                # (the call's head, '{"' NAME '": ', begins 5 characters before it)
+                self.events.append(("name", k, name, max(0, at - len(name) - 5)))
+                self.events.append(("args", k, args, at))
+
+
+# ---------------------------------------------------------------------------
+# The stream
+# ---------------------------------------------------------------------------
+
+_M_TEXT, _M_CALLS, _M_GROUP, _M_HELD, _M_DONE = range(5)
+
+
+def _default_call_id(index: int) -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def _turn_body(prompt: str, d: Dialect) -> str:
+    """The text of the assistant turn the prompt ends in, after the
+    ``<|assistant_start|>`` that opened it (as the builder reads turns: another
+    ``<|assistant_start|>`` inside a turn is a stray token, not a new turn)."""
+    events = scan_str(prompt, d)
+    body_at = -1
+    for j in range(0, len(events), 3):
+        k = events[j]
+        if k == _ASSISTANT_START:
+            if body_at < 0:
+                body_at = events[j + 2]
+        elif k == _ASSISTANT_END or k == _USER_START:
+            body_at = -1
+    if body_at < 0:
+        raise ValueError("the prompt does not end inside an assistant turn: render it with "
+                         "add_generation_prompt=True (or continue_assistant_message=True)")
+    return prompt[body_at:]
+
+
+class StreamParser:
+    """Reads an assistant turn as it streams (a model's completion), one chunk at a time.
+
+    ::
+
+        parser = StreamParser("apertus-1.5")
+        for chunk in model_output:             # str (or UTF-8 bytes) pieces
+            for delta in parser.feed(chunk):
+                ...                            # delta.kind, delta.text, delta.index, delta.name
+        parser.close()
+        completion = parser.result()           # reasoning, content, tool_calls, messages...
+
+    ``prompt``: the text the completion continues (what the server sent to the model),
+    when it ends inside a turn that already has content: a turn continued after tool
+    outputs, or prefilled reasoning (``continue_assistant_message=True``). Its part of
+    the turn decides how the completion is read (inside reasoning or not, ...) and
+    appears in :attr:`Completion.messages`, but produces no deltas. Without it the
+    stream starts at the beginning of a turn, as after the generation prompt.
+
+    ``format``: of :attr:`Completion.messages`, as :func:`~apertus_fast.parse` takes it.
+    ``call_id``: ``call_id(index) -> str``, the OpenAI id given to each tool call
+    (default ``"call_"`` and 24 random hex digits).
+
+    Model output is read leniently: what :func:`~apertus_fast.parse` with
+    ``strict=False`` recovers from is recovered here, and listed in
+    :attr:`Completion.warnings`. Only invalid UTF-8 (bytes chunks) raises
+    :class:`ParseError`. Text after the end of the turn (after ``<|assistant_end|>``)
+    produces no deltas; it is kept in :attr:`Completion.rest`.
+    """
+
+    def __init__(self, dialect: str | Dialect = DEFAULT_DIALECT, *, prompt: str | None = None,
+                 format: str = "auto", call_id=None):
+        if format not in ("auto", "string", "blocks"):
+            raise ValueError(f"format must be 'auto', 'string' or 'blocks', got {format!r}")
+        self.dialect = d = get_dialect(dialect)
+        self.format = format
+        self._brackets = d.tool_output_open == "["
+        self._lexer = Lexer(d)
+        self._chunks: list[str] = []    # the turn's text: the prompt's part, then the completion
+        self._at = 0                    # the text is read up to here
+        self._emit_from = 0             # where the completion begins
+        self._type = None               # str or bytes, fixed by the first chunk
+        self._decoder = None
+        self._bytes_in = 0
+        self._closed = False
+        self._call_id = call_id if call_id is not None else _default_call_id
+        # the builder's state machine (_parse._Builder.blocks_body), as the text arrives
+        self._mode = _M_TEXT
+        self._inner = False
+        self._after_calls = False
+        self._waiting = False
+        self._astart = False            # an <|assistant_start|> is the last event so far
+        self._ended = False
+        self._calls: _Calls | None = None
+        self._calls_no = 0              # calls groups opened
+        self._group: list[str] = []     # a <|tool_output_start|> group's text
+        self._group_at = 0
+        self._held: list[str] = []      # a text run after the calls that may be "[a, b]"
+        self._held_at = 0
+        self._held_n = 0
+        self._held_items: list[str] = []
+        self._held_pos = 1
+        self._held_watch: _JsonWatch | None = None
+        self._held_wait = False         # decided only where the run ends
+        # the completion so far
+        self._out: list[Delta] = []
+        self._reasoning: list[str] = []
+        self._content: list[str] = []
+        self._tool_calls: list[list] = []   # [name, [argument pieces], id]
+        self._call_index: dict = {}         # (calls group, k) -> index
+        self._names: dict = {}              # (calls group, k) -> name
+        self._outputs: list[list[str]] = []
+        self._warnings: list[str] = []
+        if prompt:
+            if not isinstance(prompt, str):
+                raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+            body = _turn_body(prompt, d)
+            self._emit_from = len(body)
+            if body:
+                self._feed_text(body)
+                self._out = []
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("done" if self._ended else "open")
+        return (f"<StreamParser {self.dialect.name!r} {state} read={self._at} "
+                f"calls={len(self._tool_calls)}>")
+
+    # -- input --------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """Whether the turn has ended (``<|assistant_end|>``, or a ``<|user_start|>``):
+        the server can stop generating; later text only lands in ``rest``."""
+        return self._ended
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def feed(self, chunk) -> list[Delta]:
+        """Read the next chunk of model output; return the deltas it completes."""
+        if self._closed:
+            raise ValueError("StreamParser.feed() after close()")
+        self._feed_text(self._decode(chunk, final=False))
+        return self._flush()
+
+    def _feed_text(self, text: str) -> None:
+        self._chunks.append(text)
+        self._read(self._lexer.feed(text))
+        _start, end = self._lexer.pending_span()
+        if end > self._at:
+            self._text(self._lexer.text(self._at, end), self._at)
+            self._at = end
+
+    def close(self) -> list[Delta]:
+        """The end of the completion: decide what was held back; return the last deltas."""
+        if self._closed:
+            return []
+        if self._decoder is not None:
+            self._decode(b"", final=True)   # an incomplete sequence at the end raises
+        self._read(self._lexer.close())
+        self._end_run()
+        if self._astart:
+            self._astart = False
+            self._ended = True
+        self._closed = True
+        return self._flush()
+
+    def _decode(self, chunk, final: bool) -> str:
+        kind = str if isinstance(chunk, str) else bytes
+        if kind is bytes and not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise TypeError(f"feed() takes str or UTF-8 bytes, not {type(chunk).__name__}")
+        if self._type is None:
+            self._type = kind
+            if kind is bytes:
+                self._decoder = codecs.getincrementaldecoder("utf-8")()
+        elif kind is not self._type:
+            raise TypeError(f"StreamParser was fed {self._type.__name__} chunks; cannot mix "
+                            f"{type(chunk).__name__} into one stream")
+        if kind is str:
+            return chunk
+        data = bytes(chunk)
+        held = self._decoder.getstate()[0]
+        try:
+            text = self._decoder.decode(data, final)
+        except UnicodeDecodeError as exc:
+            self._closed = True
+            raise self._utf8_error(held + data, exc, self._bytes_in - len(held)) from None
+        self._bytes_in += len(data)
+        return text
+
+    def _utf8_error(self, data: bytes, exc: UnicodeDecodeError, base: int) -> ParseError:
+        seen = b"".join(c.encode("utf-8", "surrogatepass") for c in self._chunks)
+        seen = seen[:base] + data[:exc.start]
+        offset = len(seen)
+        last = seen.rfind(b"\n")
+        excerpt = (seen[-30:] + data[exc.start:exc.start + 30]).decode("utf-8", "replace")
+        return ParseError("invalid UTF-8", offset=offset, line=seen.count(b"\n") + 1,
+                          column=offset - last, expected="valid UTF-8",
+                          found=f"{exc.reason}: {data[exc.start:exc.end].hex(' ')}",
+                          excerpt=excerpt)
+
+    # -- events -------------------------------------------------------------
+    def _read(self, events) -> None:
+        lexer = self._lexer
+        for ev in events:
+            k = int(ev.kind)
+            if k in _TEXTUAL:
+                if ev.end > self._at:
+                    self._text(lexer.text(max(self._at, ev.start), ev.end), max(self._at, ev.start))
+                    self._at = ev.end
+            else:
+                self._at = ev.end
+                self._token(k)
+
+    def _token(self, k: int) -> None:
+        mode = self._mode
+        if mode == _M_DONE:
+            return
+        self._astart = False    # (one was not the last event: an unexpected token)
+        if k == _THINK_START:
+            k = _INNER_PREFIX
+        elif k == _THINK_END:
+            k = _INNER_SUFFIX
+        if mode == _M_CALLS:
+            self._end_calls()
+            if k == _TOOLS_SUFFIX:
+                self._waiting = True    # a complete call list, waiting for outputs
+                return
+        elif mode == _M_GROUP:
+            self._end_group()
+            if k == _TOOL_OUTPUT_END:
+                return
+        elif mode == _M_HELD:
+            self._end_held()
+        self._after_calls = False
+        if k == _ASSISTANT_END or k == _USER_START:
+            self._mode = _M_DONE
+            self._ended = True
+        elif k == _ASSISTANT_START:
+            self._astart = True
+        elif k == _INNER_PREFIX:
+            self._inner = True
+        elif k == _INNER_SUFFIX:
+            self._inner = False
+        elif k == _TOOLS_PREFIX:
+            self._waiting = False
+            self._mode = _M_CALLS
+            self._calls = _Calls()
+            self._calls_at = self._at
+            self._calls_no += 1
+        elif k == _TOOL_OUTPUT_START and not self._brackets:
+            self._mode = _M_GROUP
+            self._group = []
+            self._group_at = self._at
+        # any other token is skipped (the builder warns about it)
+
+    def _text(self, s: str, at: int) -> None:
+        if not s:
+            return
+        self._astart = False
+        mode = self._mode
+        if mode == _M_TEXT:
+            if self._after_calls:
+                self._after_calls = False
+                if self._brackets and s[0] == "[":
+                    self._mode = _M_HELD
+                    self._held = []
+                    self._held_at = at
+                    self._held_n = 0
+                    self._held_items = []
+                    self._held_pos = 1
+                    self._held_watch = None
+                    self._held_wait = False
+                    self._held_feed(s)
+                    return
+            self._say(RESPONSE if not self._inner else THOUGHTS, s, at)
+        elif mode == _M_CALLS:
+            self._calls.feed(s)
+            self._drain()
+        elif mode == _M_GROUP:
+            self._group.append(s)
+        elif mode == _M_HELD:
+            self._held_feed(s)
+        # _M_DONE: text after the turn (Completion.rest)
+
+    def _end_run(self) -> None:
+        """The stream ended: decide the open calls / outputs / held run."""
+        if self._mode == _M_CALLS:
+            self._end_calls()
+        elif self._mode == _M_GROUP:
+            self._end_group()
+        elif self._mode == _M_HELD:
+            self._end_held()
+
+    # -- deltas -------------------------------------------------------------
+    def _clip(self, s: str, at: int):
+        """The part of s (at offset at) that lies in the completion, or None."""
+        start = self._emit_from
+        if at >= start:
+            return s
+        if at + len(s) <= start:
+            return None
+        return s[start - at:]
+
+    def _say(self, kind: str, s: str, at: int) -> None:
+        s = self._clip(s, at)
+        if not s:
+            return
+        (self._reasoning if kind == THOUGHTS else self._content).append(s)
+        out = self._out
+        if out and out[-1].kind == kind:
+            out[-1] = Delta(kind, out[-1].text + s)
+        else:
+            out.append(Delta(kind, s))
+
+    def _flush(self) -> list[Delta]:
+        out = self._out
+        self._out = []
+        return out
+
+    def _drain(self) -> None:
+        calls = self._calls
+        base = self._calls_at
+        group = self._calls_no
+        for what, k, value, pos in calls.events:
+            key = (group, k)
+            if what == "name":
+                self._names[key] = value
+                if base + pos >= self._emit_from:
+                    self._call_delta(key, "")
+                continue
+            text = self._clip(value, base + pos)
+            if text is None or (not text and base + pos < self._emit_from):
+                continue
+            self._call_delta(key, text)
+        calls.events.clear()
+        if calls.mismatch:
+            self._warnings.append(f"internal: the streamed tool calls differ from the call "
+                                  f"list's reading ({calls.mismatch})")
+            calls.mismatch = ""
+
+    def _call_delta(self, key, text: str) -> None:
+        index = self._call_index.get(key)
+        name = None
+        if index is None:
+            index = self._call_index[key] = len(self._tool_calls)
+            name = self._names[key]
+            self._tool_calls.append([name, [], self._call_id(index)])
+        if text:
+            self._tool_calls[index][1].append(text)
+        elif name is None:
+            return
+        out = self._out
+        last = out[-1] if out else None
+        if last is not None and last.kind == TOOL_CALL and last.index == index:
+            out[-1] = Delta(TOOL_CALL, last.text + text, index, last.name)
+        else:
+            out.append(Delta(TOOL_CALL, text, index, name))
+
+    def _output(self, s: str, at: int) -> None:
+        text = self._clip(s, at)
+        if text is None or (not text and at < self._emit_from):
+            return
+        index = len(self._outputs)
+        self._outputs.append([text])
+        self._out.append(Delta(TOOL_OUTPUT, text, index))
+
+    # -- tool calls ---------------------------------------------------------
+    def _end_calls(self) -> None:
+        self._calls.finish()
+        self._drain()
+        self._calls = None
+        self._mode = _M_TEXT
+        self._after_calls = True
+
+    # -- tool outputs (<|tool_output_start|> ... <|tool_output_end|>) -------
+    def _end_group(self) -> None:
+        pos = self._group_at
+        for o in split_tool_outputs("".join(self._group)):
+            self._output(o, pos)
+            pos += len(o) + 2
+        self._group = []
+        self._mode = _M_TEXT
+        self._waiting = False
+
+    # -- tool outputs written as "[a, b]" right after the calls --------------
+    def _held_feed(self, s: str) -> None:
+        self._held.append(s)
+        self._held_n += len(s)
+        if self._held_wait:
+            return
+        w = self._held_watch
+        if w is not None:
+            w.feed(s)
+        self._held_check()
+
+    def _held_run(self) -> str:
+        if len(self._held) > 1:
+            self._held = ["".join(self._held)]
+        return self._held[0]
+
+    def _held_check(self) -> None:
+        """Decide the group as soon as ``output_group`` on any longer run would give
+        the same answer: JSON items, each followed by ``", "``, the last by ``"]"``.
+        Anything else is decided where the run ends."""
+        while True:
+            pos = self._held_pos
+            n = self._held_n
+            if pos >= n:
+                return
+            run = self._held_run()
+            if run[pos] == "]":
+                self._held_decide(self._held_items + [""], pos)
+                return
+            w = self._held_watch
+            if w is None:
+                w = self._held_watch = _JsonWatch()
+                w.feed(run[pos:])
+            end = _value_end(w, run, pos)
+            if end == -2:
+                return
+            if end < 0 or end >= n:
+                if end < 0:
+                    self._held_wait = True
+                return
+            c = run[end]
+            if c == "]":
+                self._held_decide(self._held_items + [run[pos:end]], end)
+                return
+            if c == "," and end + 1 == n:
+                return
+            if not run.startswith(", ", end):
+                self._held_wait = True
+                return
+            self._held_items.append(run[pos:end])
+            self._held_pos = end + 2
+            self._held_watch = None
+
+    def _held_decide(self, outputs: list[str], close: int) -> None:
+        run = self._held_run()
+        at = self._held_at
+        pos = 1
+        for o in outputs:
+            self._output(o, at + pos)
+            pos += len(o) + 2
+        self._waiting = False
+        self._held = []
+        self._mode = _M_TEXT
+        rest = run[close + 1:]
+        if rest:
+            self._say(THOUGHTS if self._inner else RESPONSE, rest, at + close + 1)
+
+    def _end_held(self) -> None:
+        run = self._held_run()
+        outputs, close = output_group(run)
+        if outputs is None:
+            self._mode = _M_TEXT
+            self._held = []
+            self._say(THOUGHTS if self._inner else RESPONSE, run, self._held_at)
+        else:
+            self._held_decide(outputs, close)
+
+    # -- results ------------------------------------------------------------
+    @property
+    def finish_reason(self) -> str | None:
+        """``"tool_calls"`` (the last tool-call list was closed by
+        ``<|tools_suffix|>`` and no outputs followed: the calls wait for their
+        outputs), ``"stop"`` (the turn has ended), or ``None`` (the completion stops
+        inside the turn: cut off by a token limit, or inside a call list). Final after
+        :meth:`close`."""
+        if self._waiting:
+            return "tool_calls"
+        return "stop" if self._ended else None
+
+    def openai_delta(self, deltas) -> dict:
+        """The deltas (of one :meth:`feed`) as the ``delta`` of an OpenAI
+        ``chat.completion.chunk``: ``reasoning_content``, ``content`` and
+        ``tool_calls`` (``index``, and on a call's first delta its ``id``, ``type`` and
+        ``function.name``; ``function.arguments`` pieces), each only when present.
+        Tool outputs are not part of an assistant message and are left out."""
+        reasoning = [d.text for d in deltas if d.kind == THOUGHTS]
+        content = [d.text for d in deltas if d.kind == RESPONSE]
+        out = {}
+        if reasoning:
+            out["reasoning_content"] = "".join(reasoning)
+        if content:
+            out["content"] = "".join(content)
+        calls = []
+        for d in deltas:
+            if d.kind != TOOL_CALL:
+                continue
+            if calls and calls[-1]["index"] == d.index and d.name is None:
+                calls[-1]["function"]["arguments"] += d.text
+                continue
+            entry = {"index": d.index}
+            if d.name is not None:
+                entry["id"] = self._tool_calls[d.index][2]
+                entry["type"] = "function"
+                entry["function"] = {"name": d.name, "arguments": d.text}
+            else:
+                entry["function"] = {"arguments": d.text}
+            calls.append(entry)
+        if calls:
+            out["tool_calls"] = calls
+        return out
+
+    def result(self) -> "Completion":
+        """The completion read so far: after :meth:`close` the final one, before it the
+        reading the text so far would get if it ended here (a copy of the parser is
+        closed; this one goes on)."""
+        if not self._closed:
+            # (the dialect and the id function are shared, not copied)
+            snapshot = copy.deepcopy(self, {id(self.dialect): self.dialect,
+                                            id(self._call_id): self._call_id})
+            snapshot.close()
+            return snapshot.result()
+        text = "".join(self._chunks)
+        return Completion._build(self, text)
+
+
+def _turn_format(events, fmt: str) -> tuple[str, int]:
+    """The messages' format for the turn, and the index of its last event: "blocks"
+    under "auto" when reasoning delimiters appear before the turn ends."""
+    n = len(events) // 3
+    end = n
+    reasoning = False
+    for j in range(n):
+        k = events[3 * j]
+        if k == _ASSISTANT_END or k == _USER_START or (k == _ASSISTANT_START and j == n - 1):
+            end = j
+            break
+        if k in (_INNER_PREFIX, _INNER_SUFFIX, _THINK_START, _THINK_END):
+            reasoning = True
+    if fmt == "auto":
+        fmt = "blocks" if reasoning else "string"
+    return fmt, end
+
+
+class Completion:
+    """A model's completion, read (:func:`parse_completion`, :meth:`StreamParser.result`).
+
+    The completion itself (what the deltas spelled): ``reasoning`` (its thoughts text),
+    ``content`` (its response text), ``tool_calls`` (``{"name", "arguments"}`` dicts,
+    arguments exactly as written), ``tool_outputs`` (strings: tool outputs inside the
+    completion, as when a whole agent transcript is read).
+
+    The turn: ``messages``, the assistant turn as message dicts in the shape
+    :func:`~apertus_fast.render` takes (``format`` as :func:`~apertus_fast.parse`
+    reads it: blocks when the turn has reasoning, else strings), including the part of
+    the turn that was in the prompt; :attr:`blocks`, the turn as one list of blocks.
+
+    And: ``finish_reason`` (``"tool_calls"``, ``"stop"`` or ``None``, see
+    :attr:`StreamParser.finish_reason`); ``closed`` (``<|assistant_end|>`` ended the
+    turn); ``rest`` (text after the end of the turn, normally ``""``); ``warnings``
+    (what lenient reading recovered from, ``"line L, column C: what"`` with positions in
+    the turn's text); ``text`` (the turn's text: the prompt's part, then the completion).
+    """
+
+    __slots__ = ("dialect", "text", "reasoning", "content", "tool_calls", "tool_outputs",
+                 "finish_reason", "closed", "rest", "warnings", "messages", "format",
+                 "_ids", "_events", "_blocks", "_call_id")
+
+    @classmethod
+    def _build(cls, parser: StreamParser, text: str) -> "Completion":
+        self = cls.__new__(cls)
+        d = parser.dialect
+        self.dialect = d.name
+        self.text = text
+        self.reasoning = "".join(parser._reasoning)
+        self.content = "".join(parser._content)
+        self.tool_calls = [{"name": name, "arguments": "".join(args)}
+                           for name, args, _id in parser._tool_calls]
+        self._ids = [call_id for _name, _args, call_id in parser._tool_calls]
+        self._call_id = parser._call_id
+        self.tool_outputs = ["".join(o) for o in parser._outputs]
+        events = scan_str(text, d)
+        if len(events) and events[0] == _BOS:   # "<s>" is a token only at a conversation's start
+            events = array("q", events)
+            events[0] = _TEXT
+        self._events = events
+        self._blocks = None
+        fmt, _end = _turn_format(events, parser.format)
+        builder = _Builder(text, events, d, False, fmt)
+        try:
+            closed, rest = builder.build_turn()
+        except _NeedBlocks:
+            if parser.format != "auto":
+                raise ValueError("format='string' cannot represent tool calls with empty "
+                                 "names or arguments in apertus-1.5; use 'blocks' or "
+                                 "'auto'") from None
+            fmt = "blocks"
+            builder = _Builder(text, events, d, False, fmt)
+            closed, rest = builder.build_turn()
+        if fmt == "string" and parser.format == "string":
+            if any(events[j] in (_INNER_PREFIX, _INNER_SUFFIX, _THINK_START, _THINK_END)
+                   for j in range(0, 3 * _end, 3)):
+                raise ValueError("format='string' cannot represent reasoning; use 'blocks' "
+                                 "or 'auto'")
+        self.format = fmt
+        self.messages = builder.messages
+        self.closed = closed
+        self.rest = text[rest:]
+        self.warnings = list(builder.warnings) + parser._warnings
+        if self.rest:
+            err = ParseError.at(text, rest, "")
+            self.warnings.append(f"line {err.line}, column {err.column}: text after the end "
+                                 f"of the assistant turn")
+        self.finish_reason = parser.finish_reason
+        return self
+
+    @property
+    def blocks(self) -> list:
+        """The whole turn as one list of blocks (``thoughts``, ``tool_calls``,
+        ``tool_outputs``, ``response``), whatever :attr:`format` the messages use."""
+        if self._blocks is None:
+            builder = _Builder(self.text, self._events, get_dialect(self.dialect), False,
+                               "blocks")
+            builder.build_turn()
+            self._blocks = [block for m in builder.messages if m["role"] == "assistant"
+                            for block in m["content"]["blocks"]]
+        return self._blocks
+
+    def openai(self) -> dict:
+        """The completion as an OpenAI chat ``message``: ``role``, ``content`` (``None``
+        when empty), ``reasoning_content`` (when there is reasoning) and ``tool_calls``
+        (``id``, ``type``, ``function``; the ids a :class:`StreamParser` streamed)."""
+        message = {"role": "assistant", "content": self.content or None}
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c, call_id in zip(self.tool_calls, self._ids)]
+        return message
+
+    def __repr__(self) -> str:
+        return (f"Completion(dialect={self.dialect!r}, reasoning={self.reasoning!r}, "
+                f"content={self.content!r}, tool_calls={self.tool_calls!r}, "
+                f"finish_reason={self.finish_reason!r}, warnings={self.warnings!r})")
+
+
+def parse_completion(text, *, dialect: str | Dialect = DEFAULT_DIALECT,
+                     prompt: str | None = None, format: str = "auto",
+                     call_id=None) -> Completion:
+    """Read a model's whole completion (the text after the prompt's
+    ``<|assistant_start|>``): reasoning, response, tool calls, how it ended.
+
+    The same reading as feeding it to a :class:`StreamParser` in any chunks;
+    ``prompt``, ``format`` and ``call_id`` as there. ``text`` is a ``str`` or UTF-8
+    bytes (invalid UTF-8 raises :class:`ParseError`).
+    """
+    parser = StreamParser(dialect, prompt=prompt, format=format, call_id=call_id)
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        parser.feed(bytes(text))
+    elif isinstance(text, str):
+        parser.feed(text)
+    else:
+        raise TypeError(f"parse_completion() takes str or UTF-8 bytes, not {type(text).__name__}")
+    parser.close()
+    return parser.result()

@@ -1,0 +1,651 @@
+"""StreamParser / parse_completion: model output read as it streams.
+
+The laws (docs/streaming.md), property-tested per dialect on completions cut out of
+rendered conversations (also mutated and truncated) and on generated model-like
+completions (tool calls with arguments of every JSON shape, and malformed ones):
+
+* final and chunking-independent: the deltas of any chunking spell, kind by kind, the
+  same text as those of one feed, and never contradict the end result;
+* the deltas agree with the structure: reasoning deltas spell the turn's thoughts,
+  response deltas its response blocks, tool-call deltas its calls (names; arguments as
+  written), tool-output deltas its outputs;
+* the structure is lenient ``parse``'s reading of the same text (the last turn of
+  ``parse(prompt + completion, strict=False)``), and a prompt's part of the turn only
+  changes what the deltas start from;
+* ``parse_completion`` is the stream fed at once; ``result()`` mid-stream is
+  ``parse_completion`` of the text so far; bytes chunks read like the decoded text.
+
+Examples per dialect: ``APERTUS_LAW_EXAMPLES`` // 2 (CI sets 10000).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+import apertus_fast
+from apertus_fast import Delta, ParseError, RenderError, StreamParser, parse, parse_completion, render
+from apertus_fast._dialects import TOKEN_TEXT, Kind, get_dialect
+from apertus_fast._lex import scan_str
+
+from .strategies import DIALECTS, NAMES, SNIPPETS, json_values, render_inputs, texts
+
+EXAMPLES = max(50, int(os.environ.get("APERTUS_LAW_EXAMPLES", "300")) // 2)
+LAWS = settings(max_examples=EXAMPLES, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                       HealthCheck.data_too_large])
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+
+def chunked(text: str, cuts) -> list[str]:
+    points = sorted({c for c in cuts if 0 < c < len(text)})
+    return [text[a:b] for a, b in zip([0] + points, points + [len(text)])]
+
+
+def stream(chunks, dialect, prompt=None, fmt="auto"):
+    """Feed the chunks; return (deltas, parser) after close."""
+    p = StreamParser(dialect, prompt=prompt, format=fmt, call_id=lambda i: f"call_{i}")
+    deltas = []
+    for c in chunks:
+        got = p.feed(c)
+        assert all(isinstance(d, Delta) for d in got)
+        deltas += got
+    deltas += p.close()
+    return deltas, p
+
+
+def spelled(deltas):
+    """What the deltas spell, kind by kind: thoughts text, response text, the calls as
+    [name, arguments] lists, the outputs."""
+    thoughts = "".join(d.text for d in deltas if d.kind == "thoughts")
+    response = "".join(d.text for d in deltas if d.kind == "response")
+    calls, outputs = [], []
+    for d in deltas:
+        assert d.kind in ("thoughts", "response", "tool_call", "tool_output"), d
+        if d.kind == "tool_call":
+            if d.name is not None:
+                assert d.index == len(calls), (d, calls)
+                calls.append([d.name, d.text])
+            else:
+                assert 0 <= d.index < len(calls), (d, calls)
+                assert d.index == len(calls) - 1, "arguments of an earlier call after a later one"
+                calls[d.index][1] += d.text
+        elif d.kind == "tool_output":
+            assert d.index == len(outputs)
+            outputs.append(d.text)
+        else:
+            assert d.index == -1 and d.name is None
+    return thoughts, response, calls, outputs
+
+
+def structure(blocks):
+    """The same four things, read from a turn's blocks."""
+    thoughts = "".join(b["text"] for b in blocks if b["type"] == "thoughts")
+    response = "".join(b["text"] for b in blocks if b["type"] == "response")
+    calls = [[c["name"], c["arguments"]] for b in blocks if b["type"] == "tool_calls"
+             for c in b["calls"]]
+    outputs = [o["output"] for b in blocks if b["type"] == "tool_outputs" for o in b["outputs"]]
+    return thoughts, response, calls, outputs
+
+
+def last_turn(messages, blocks: bool):
+    """The messages of the last assistant turn of a lenient parse: the trailing run of
+    assistant (and, in string format, tool) messages, without the content-less user
+    message the builder adds after a turn closed at the end."""
+    messages = list(messages)
+    if messages and messages[-1] == {"role": "user"}:
+        messages.pop()
+    roles = ("assistant",) if blocks else ("assistant", "tool")
+    i = len(messages)
+    while i and messages[i - 1]["role"] in roles:
+        i -= 1
+    return messages[i:]
+
+
+def turn_spans(text, dialect):
+    """(body start, body end) of every assistant turn in text: from just after an
+    <|assistant_start|> to the next <|assistant_start|>, <|user_start|> or the end."""
+    ev = scan_str(text, get_dialect(dialect))
+    spans, start = [], None
+    for j in range(0, len(ev), 3):
+        kind, s, e = ev[j], ev[j + 1], ev[j + 2]
+        if kind == Kind.ASSISTANT_START:
+            if start is not None:
+                spans.append((start, s))
+            start = e
+        elif kind == Kind.USER_START and start is not None:
+            spans.append((start, s))
+            start = None
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def turn_end(body, dialect):
+    """Offset in body of the token that ends its turn (<|assistant_end|> or
+    <|user_start|>), or len(body): a prompt may end anywhere before it."""
+    ev = scan_str(body, get_dialect(dialect))
+    for j in range(0, len(ev), 3):
+        if ev[j] in (Kind.ASSISTANT_END, Kind.USER_START):
+            return ev[j + 1]
+    return len(body)
+
+
+def check_laws(dialect, prompt_text, body, cut, chunk_cuts, data=None):
+    """Every law for one turn: body is the turn's text after its <|assistant_start|>
+    (prompt_text is what precedes that), cut splits it into the prompt's part and the
+    completion, chunk_cuts cut the completion into chunks."""
+    completion = body[cut:]
+    prompt = prompt_text + body[:cut]
+    one_deltas, one = stream([completion], dialect, prompt=prompt)
+    deltas, p = stream(chunked(completion, chunk_cuts), dialect, prompt=prompt)
+    result = p.result()
+    # final, chunking-independent
+    assert spelled(deltas) == spelled(one_deltas)
+    assert not [w for w in result.warnings if w.startswith("internal")], result.warnings
+    # the result is what the deltas spelled
+    thoughts, response, calls, outputs = spelled(deltas)
+    assert result.reasoning == thoughts and result.content == response
+    assert [[c["name"], c["arguments"]] for c in result.tool_calls] == calls
+    assert result.tool_outputs == outputs
+    # parse_completion is the stream fed at once
+    once = parse_completion(completion, dialect=dialect, prompt=prompt,
+                            call_id=lambda i: f"call_{i}")
+    for attr in ("messages", "reasoning", "content", "tool_calls", "tool_outputs",
+                 "finish_reason", "closed", "rest", "warnings", "format", "text"):
+        assert getattr(once, attr) == getattr(result, attr), attr
+    assert once.openai() == result.openai()
+    assert p.finish_reason == result.finish_reason
+    assert p.done == (result.closed or bool(result.rest))
+    # the deltas agree with the structure: the completion's share of the turn (the
+    # turn's text is the prompt's part of it, then the completion)
+    assert result.text.endswith(completion)
+    full_deltas, full = stream([result.text], dialect)
+    assert spelled(full_deltas) == structure(full.result().blocks)
+    f_thoughts, f_response, f_calls, f_outputs = spelled(full_deltas)
+    assert f_thoughts.endswith(thoughts) and f_response.endswith(response)
+    assert len(calls) <= len(f_calls) and len(outputs) <= len(f_outputs)
+    for (name, args), (f_name, f_args) in zip(calls[::-1], f_calls[::-1]):
+        assert name == f_name and f_args.endswith(args)
+    for o, f_o in zip(outputs[::-1], f_outputs[::-1]):
+        assert f_o.endswith(o)
+    if result.text == completion:
+        assert spelled(deltas) == structure(result.blocks)
+    assert result.blocks == full.result().blocks
+    # the structure is lenient parse's reading of the last turn (of the text up to
+    # where the turn ends; an empty turn there is the generation prompt)
+    whole = prompt_text + body[:len(body) - len(result.rest)]
+    for fmt in ("blocks", "string"):
+        if not body[:len(body) - len(result.rest)]:
+            break
+        try:
+            parsed = parse(whole, dialect=dialect, strict=False, format=fmt)
+        except ValueError:   # string format cannot hold reasoning / empty calls
+            continue
+        if parsed.format != fmt:
+            continue
+        c = parse_completion(completion, dialect=dialect, prompt=prompt, format="auto")
+        if fmt == "blocks":
+            expected = [b for m in last_turn(parsed.messages, True) for b in m["content"]["blocks"]]
+            assert c.blocks == expected
+        elif c.format == "string":
+            assert c.messages == last_turn(parsed.messages, False)
+    # result() mid-stream is parse_completion of the text so far
+    if data is not None and completion:
+        k = data.draw(st.integers(0, len(completion)), label="snapshot at")
+        q = StreamParser(dialect, prompt=prompt, call_id=lambda i: f"call_{i}")
+        q.feed(completion[:k])
+        snap = q.result()
+        ref = parse_completion(completion[:k], dialect=dialect, prompt=prompt,
+                               call_id=lambda i: f"call_{i}")
+        assert (snap.messages, snap.reasoning, snap.content, snap.tool_calls, snap.warnings) == \
+            (ref.messages, ref.reasoning, ref.content, ref.tool_calls, ref.warnings)
+        q.feed(completion[k:])
+        q.close()
+        assert spelled_result(q.result()) == spelled_result(result)
+    # bytes chunks read like the text
+    try:
+        raw = completion.encode("utf-8")
+    except UnicodeEncodeError:
+        return
+    b_deltas, _ = stream([raw[a:b] for a, b in zip([0] + sorted(set(chunk_cuts)),
+                                                   sorted(set(chunk_cuts)) + [len(raw)])
+                          if a < b], dialect, prompt=prompt)
+    assert spelled(b_deltas) == spelled(deltas)
+
+
+def spelled_result(r):
+    return r.reasoning, r.content, r.tool_calls, r.tool_outputs, r.messages
+
+
+# ---------------------------------------------------------------------------------------
+# examples
+
+
+def feed_chars(text, dialect="apertus-1.5", **kw):
+    p = StreamParser(dialect, call_id=lambda i: f"call_{i}", **kw)
+    out = []
+    for ch in text:
+        out.append(p.feed(ch))
+    out.append(p.close())
+    return out, p
+
+
+def test_reasoning_then_response_streams_as_it_arrives():
+    text = "<|inner_prefix|>Add two and two.<|inner_suffix|>It is 4.<|assistant_end|>"
+    per_char, p = feed_chars(text)
+    flat = [d for ds in per_char for d in ds]
+    assert spelled(flat) == ("Add two and two.", "It is 4.", [], [])
+    # each character of text is out as soon as it is fed (the tokens are held back
+    # only while they could still be tokens)
+    at = text.index("two.") + 2
+    assert per_char[at] == [Delta("thoughts", "o")]
+    assert per_char[text.index("It is") + 1] == [Delta("response", "t")]
+    assert p.done and p.finish_reason == "stop"
+    r = p.result()
+    assert r.messages == [{"role": "assistant", "content": {"blocks": [
+        {"type": "thoughts", "text": "Add two and two."},
+        {"type": "response", "text": "It is 4."}]}}]
+    assert r.openai() == {"role": "assistant", "content": "It is 4.",
+                          "reasoning_content": "Add two and two."}
+    assert r.closed and r.rest == "" and r.warnings == []
+
+
+def test_token_split_across_chunks_is_held_back_not_leaked():
+    p = StreamParser("apertus-1")
+    assert p.feed("<|inner_prefix|>Think<|inner_") == [Delta("thoughts", "Think")]
+    assert p.feed("suffix|>Say") == [Delta("response", "Say")]
+    assert p.feed("<|assist") == []
+    assert p.feed("ant_end|>") == [] and p.done
+    assert p.close() == []
+
+
+def test_tool_calls_stream_names_first_then_arguments_as_written():
+    text = ('<|inner_prefix|>Look it up.<|tools_prefix|>[{"get_weather": {"city": "Bern", '
+            '"days": [1, 2]}}, {"time": {"tz": "CET"}}]<|tools_suffix|>')
+    per_char, p = feed_chars(text)
+    flat = [d for ds in per_char for d in ds]
+    assert spelled(flat)[2] == [["get_weather", '{"city": "Bern", "days": [1, 2]}'],
+                                ["time", '{"tz": "CET"}']]
+    # the name is out once '": ' follows it; then the arguments, character by character
+    name_at = text.index('": {"city"') + 2
+    assert per_char[name_at] == [Delta("tool_call", "", 0, "get_weather")]
+    assert per_char[name_at + 1] == [Delta("tool_call", "{", 0)]
+    assert per_char[text.index("Bern") + 2] == [Delta("tool_call", "r", 0)]
+    assert p.finish_reason == "tool_calls" and not p.done
+    r = p.result()
+    assert r.openai()["tool_calls"] == [
+        {"id": "call_0", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Bern", "days": [1, 2]}'}},
+        {"id": "call_1", "type": "function", "function": {"name": "time", "arguments": '{"tz": "CET"}'}}]
+
+
+def test_openai_delta_merges_a_feed():
+    p = StreamParser("apertus-1.5", call_id=lambda i: f"call_{i}")
+    d1 = p.feed('<|inner_prefix|>Hm.<|inner_suffix|>Sure.<|tools_prefix|>[{"f": {"a": 1')
+    assert p.openai_delta(d1) == {
+        "reasoning_content": "Hm.", "content": "Sure.",
+        "tool_calls": [{"index": 0, "id": "call_0", "type": "function",
+                        "function": {"name": "f", "arguments": '{"a": 1'}}]}
+    d2 = p.feed('}}, {"g": "x"}]<|tools_suffix|>')
+    assert p.openai_delta(d2) == {"tool_calls": [
+        {"index": 0, "function": {"arguments": "}"}},
+        {"index": 1, "id": "call_1", "type": "function", "function": {"name": "g", "arguments": '"x"'}}]}
+    assert p.openai_delta(p.close()) == {}
+
+
+def test_default_call_ids_are_openai_like_and_stable_per_call():
+    p = StreamParser("apertus-1.5")
+    p.feed('<|tools_prefix|>[{"f": {}}, {"g": {}}]<|tools_suffix|>')
+    p.close()
+    ids = [c["id"] for c in p.result().openai()["tool_calls"]]
+    assert len(set(ids)) == 2 and all(i.startswith("call_") and len(i) == 29 for i in ids)
+    assert [c["id"] for c in p.result().openai()["tool_calls"]] == ids
+
+
+@pytest.mark.parametrize("chunks, held", [
+    # arguments holding "}, {" + '"' (an array of objects): from there on they wait
+    # until the call's end is certain, since a call list "[{"f": [{"a": 1" could
+    # also end there
+    (['<|tools_prefix|>[{"f": [{"a": 1}, {"b": 2}]', '}, {"g": 3}]<|tools_suffix|>'],
+     '[{"a": 1'),
+    # a tail that may be the list's end is held
+    (['<|tools_prefix|>[{"f": {"a": 1}}', ']<|tools_suffix|>'], '{"a": 1}'),
+    (['<|tools_prefix|>[{"f": "x}', ']<|tools_suffix|>'], '"x'),
+    # a number may go on, but only grow: its digits are out
+    (['<|tools_prefix|>[{"f": 12', '3}]<|tools_suffix|>'], "12"),
+    # ... unless they may be followed by junk that ends the arguments for the lenient
+    # reading ("1 x}" is "1 x" for split_tool_calls, "1" for a cut-off list)
+    (['<|tools_prefix|>[{"f": 1 x', '}]<|tools_suffix|>'], "1"),
+])
+def test_arguments_wait_where_the_call_could_still_end(chunks, held):
+    p = StreamParser("apertus-1.5")
+    first = p.feed(chunks[0])
+    assert "".join(d.text for d in first if d.kind == "tool_call") == held
+    rest = p.feed(chunks[1]) + p.close()
+    calls = spelled(first + rest)[2]
+    assert calls == [[c["name"], c["arguments"]] for c in p.result().tool_calls]
+
+
+def test_calls_stream_as_early_as_is_certain():
+    p = StreamParser("apertus-1.5")
+    assert p.feed('<|tools_prefix|>[{"f": 1') == [Delta("tool_call", "1", 0, "f")]
+    # "12" followed by "}, {" + '"' ends the call: the next one streams at once
+    assert p.feed('2}, {"g": [3') == [Delta("tool_call", "2", 0), Delta("tool_call", "[3", 1, "g")]
+    # a "}" that may be followed by the list's "]" waits: '[{"f": {"a": "b"}]' reads
+    # as arguments '{"a": "b"' (split_tool_calls' final "}]"); the call's own "}"
+    # settles it, and "}, {" + '"' starts the next call
+    p = StreamParser("apertus-1.5")
+    assert p.feed('<|tools_prefix|>[{"f": {"a": "b"') == [Delta("tool_call", '{"a": "b"', 0, "f")]
+    assert p.feed("}") == []
+    assert p.feed("}") == [Delta("tool_call", "}", 0)]
+    assert p.feed(",") == [] and p.feed(' {"') == []
+    assert p.feed('h": ') == [Delta("tool_call", "", 1, "h")]
+    # names with a quote or a newline wait for the end of the list
+    p = StreamParser("apertus-1.5")
+    assert p.feed('<|tools_prefix|>[{"a\nb": 1}, {"c": 2}') == []
+    assert p.feed("]<|tools_suffix|>") == [Delta("tool_call", "1", 0, "a\nb"),
+                                             Delta("tool_call", "2", 1, "c")]
+
+
+def test_malformed_and_cut_off_calls_read_as_lenient_parse_reads_them():
+    for text in ['<|tools_prefix|>[{"f": {"a": 1 x}, {"g": 2}]<|tools_suffix|>',
+                 '<|tools_prefix|>[{"f": {"a": 1 x}, {"g": 2',
+                 '<|tools_prefix|>[{"f": {"city": "Be',
+                 '<|tools_prefix|>{"f": 1}, {"g": 2}<|tools_suffix|>Done.',
+                 '<|tools_prefix|>[{"a"b": 1}]<|tools_suffix|>',
+                 '<|tools_prefix|>[]<|tools_suffix|>',
+                 '<|tools_prefix|>not json<|inner_suffix|>ok']:
+        for dialect in DIALECTS:
+            check_laws(dialect, "<|assistant_start|>", text, 0, range(len(text)))
+            check_laws(dialect, "<|assistant_start|>", text, 0, [])
+
+
+def test_cut_off_completion_has_no_finish_reason_and_keeps_what_there_is():
+    r = parse_completion('<|inner_prefix|>Let me<|tools_prefix|>[{"search": {"q": "Ber',
+                         dialect="apertus-1")
+    assert r.finish_reason is None and not r.closed
+    assert r.reasoning == "Let me"
+    assert r.tool_calls == [{"name": "search", "arguments": '{"q": "Ber'}]
+    assert any("not closed" in w for w in r.warnings)
+
+
+def test_bracket_outputs_after_calls_are_outputs_then_text():
+    body = ('<|tools_prefix|>[{"f": {}}]<|tools_suffix|>[{"t": 21}, "ok"]'
+            'It is 21.<|assistant_end|>')
+    per_char, p = feed_chars(body, dialect="apertus-1")
+    flat = [d for ds in per_char for d in ds]
+    assert spelled(flat) == ("", "It is 21.", [["f", "{}"]], ['{"t": 21}', '"ok"'])
+    # decided at the "]" that closes the JSON items, not at the end of the run
+    close = body.index("]It is")
+    assert [d.kind for d in per_char[close]] == ["tool_output", "tool_output"]
+    assert p.finish_reason == "stop"
+    # a non-JSON item reaches to the run's last "]" (docs/format.md, 6): decided only
+    # where the run ends; a run without "]" is text
+    p = StreamParser("apertus-1")
+    assert p.feed('<|tools_prefix|>[{"f": {}}]<|tools_suffix|>[note] see [1] ') == \
+        [Delta("tool_call", "{}", 0, "f")]
+    assert p.feed("above<|assistant_end|>") == [Delta("tool_output", "note] see [1", 0),
+                                                 Delta("response", " above")]
+    r = parse_completion('<|tools_prefix|>[{"f": {}}]<|tools_suffix|>[note see above',
+                         dialect="apertus-1")
+    assert r.content == "[note see above" and r.tool_outputs == []
+
+
+def test_tool_output_tokens_in_apertus_1_5():
+    r = parse_completion('<|tools_prefix|>[{"f": {}}]<|tools_suffix|><|tool_output_start|>'
+                         '{"t": 21}, sunny, warm<|tool_output_end|>Warm.', dialect="apertus-1.5")
+    assert r.tool_outputs == ['{"t": 21}', "sunny, warm"]
+    assert r.content == "Warm." and r.finish_reason is None
+
+
+def test_think_tags_are_reasoning_in_apertus_1_5_only():
+    r = parse_completion("<think>hmm</think>Yes.", dialect="apertus-1.5")
+    assert (r.reasoning, r.content) == ("hmm", "Yes.")
+    r = parse_completion("<think>hmm</think>Yes.", dialect="apertus-1")
+    assert (r.reasoning, r.content) == ("", "<think>hmm</think>Yes.")
+
+
+def test_text_after_the_turn_is_rest_not_deltas():
+    p = StreamParser("apertus-1")
+    d = p.feed("Hi.<|assistant_end|><|user_start|>more")
+    assert d == [Delta("response", "Hi.")] and p.done
+    assert p.feed(" text") == [] and p.close() == []
+    r = p.result()
+    assert r.rest == "<|user_start|>more text" and r.closed
+    assert r.warnings == ["line 1, column 21: text after the end of the assistant turn"]
+    # a user turn the model starts without closing its own
+    r = parse_completion("Hi.<|user_start|>Q", dialect="apertus-1")
+    assert r.content == "Hi." and r.rest == "<|user_start|>Q" and not r.closed
+    assert r.finish_reason == "stop"
+
+
+def test_prompt_ending_inside_reasoning_continues_it():
+    messages = [
+        {"role": "user", "content": "Weather in Bern?"},
+        {"role": "assistant", "content": {"blocks": [
+            {"type": "thoughts", "text": "Look it up."},
+            {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": '{"city": "Bern"}'}]},
+            {"type": "tool_outputs", "outputs": [{"output": '{"temp_c": 21}'}]}]}},
+    ]
+    for dialect in DIALECTS:
+        prompt = render(messages, dialect=dialect, continue_assistant_message=True,
+                        date="2026-01-01")
+        r = parse_completion(" It is warm.<|inner_suffix|>21 °C in Bern.<|assistant_end|>",
+                             dialect=dialect, prompt=prompt)
+        assert (r.reasoning, r.content, r.tool_calls) == (" It is warm.", "21 °C in Bern.", [])
+        # the turn includes the prompt's part
+        assert r.blocks == [
+            {"type": "thoughts", "text": "Look it up."},
+            {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": '{"city": "Bern"}'}]},
+            {"type": "tool_outputs", "outputs": [{"output": '{"temp_c": 21}'}]},
+            {"type": "thoughts", "text": " It is warm."},
+            {"type": "response", "text": "21 °C in Bern."}]
+        # without the prompt the same text is read as a response
+        assert parse_completion(" It is warm.<|inner_suffix|>21", dialect=dialect).content == \
+            " It is warm.21"
+
+
+def test_prompt_with_generation_prompt_is_the_same_as_none():
+    prompt = render([{"role": "user", "content": "Hi"}], dialect="apertus-1.5",
+                    add_generation_prompt=True, date="2026-01-01")
+    a = parse_completion("<|inner_prefix|>x<|inner_suffix|>Hello!", dialect="apertus-1.5", prompt=prompt)
+    b = parse_completion("<|inner_prefix|>x<|inner_suffix|>Hello!", dialect="apertus-1.5")
+    assert (a.messages, a.reasoning, a.content) == (b.messages, b.reasoning, b.content)
+
+
+def test_prompt_must_end_inside_an_assistant_turn():
+    prompt = render([{"role": "user", "content": "Hi"}], dialect="apertus-1", date="2026-01-01")
+    with pytest.raises(ValueError, match="does not end inside an assistant turn"):
+        StreamParser("apertus-1", prompt=prompt)
+    with pytest.raises(TypeError):
+        StreamParser("apertus-1", prompt=b"<|assistant_start|>")
+
+
+def test_bytes_chunks_may_split_characters():
+    text = "<|inner_prefix|>Grüezi 😀<|inner_suffix|>日本語".encode()
+    p = StreamParser("apertus-1.5")
+    deltas = []
+    for i in range(len(text)):
+        deltas += p.feed(text[i:i + 1])
+    deltas += p.close()
+    assert spelled(deltas)[:2] == ("Grüezi 😀", "日本語")
+    assert parse_completion(text, dialect="apertus-1.5").content == "日本語"
+
+
+def test_invalid_utf8_is_a_parse_error_that_says_where():
+    p = StreamParser("apertus-1")
+    p.feed(b"Hello\nw")
+    with pytest.raises(ParseError) as info:
+        p.feed(b"or\xffld")
+    err = info.value
+    assert (err.offset, err.line, err.column, err.expected) == (9, 2, 4, "valid UTF-8")
+    assert "invalid start byte: ff" in err.found
+    assert p.closed
+    p = StreamParser("apertus-1")
+    p.feed(b"ok \xe2\x82")
+    with pytest.raises(ParseError) as info:
+        p.close()
+    assert info.value.offset == 3
+    with pytest.raises(ParseError):
+        parse_completion(b"\xc0\x80", dialect="apertus-1")
+
+
+def test_misuse_is_a_clear_error():
+    p = StreamParser("apertus-1")
+    p.feed("a")
+    with pytest.raises(TypeError, match="cannot mix"):
+        p.feed(b"b")
+    with pytest.raises(TypeError):
+        p.feed(3)
+    p.close()
+    assert p.close() == []
+    with pytest.raises(ValueError, match="after close"):
+        p.feed("c")
+    with pytest.raises(TypeError):
+        parse_completion(None, dialect="apertus-1")
+    with pytest.raises(ValueError, match="format"):
+        StreamParser("apertus-1", format="json")
+    with pytest.raises(ValueError, match="cannot represent reasoning"):
+        parse_completion("<|inner_prefix|>x", dialect="apertus-1", format="string")
+
+
+def test_result_mid_stream_leaves_the_stream_going():
+    p = StreamParser("apertus-1.5", call_id=lambda i: f"call_{i}")
+    p.feed('<|inner_prefix|>a<|tools_prefix|>[{"f": {"x": ')
+    snap = p.result()
+    assert snap.tool_calls == [{"name": "f", "arguments": '{"x": '}]
+    assert snap.finish_reason is None
+    p.feed('1}}]<|tools_suffix|>')
+    p.close()
+    assert p.result().tool_calls == [{"name": "f", "arguments": '{"x": 1}'}]
+
+
+def test_exported_and_documented():
+    for name in ("StreamParser", "Delta", "Completion", "parse_completion"):
+        assert name in apertus_fast.__all__ and getattr(apertus_fast, name).__doc__
+
+
+# ---------------------------------------------------------------------------------------
+# laws on rendered conversations
+
+
+def rendered_turn(data, dialect):
+    kwargs = data.draw(render_inputs(dialect), label="conversation")
+    try:
+        text = render(dialect=dialect, **kwargs)
+    except RenderError:
+        assume(False)
+    spans = turn_spans(text, dialect)
+    assume(spans)
+    start, end = data.draw(st.sampled_from(spans), label="turn")
+    return text[:start], text[start:end]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@LAWS
+@given(data=st.data())
+def test_laws_on_rendered_turns(dialect, data):
+    prompt_text, body = rendered_turn(data, dialect)
+    cut = data.draw(st.integers(0, turn_end(body, dialect)), label="prompt's part")
+    completion = len(body) - cut
+    cuts = data.draw(st.lists(st.integers(0, completion), max_size=12), label="chunks")
+    check_laws(dialect, prompt_text, body, cut, cuts, data)
+
+
+#: Text a model (or a corrupted corpus) may put anywhere.
+_GARBAGE = ["", "x", "[", "]", "}", "{", '{"', '": ', "}, {", '}, {"', ", ", "}]", '"', "\\",
+            "1", "-", "e", "<", "<|", "\n"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@LAWS
+@given(data=st.data())
+def test_laws_on_mutated_and_cut_off_turns(dialect, data):
+    prompt_text, body = rendered_turn(data, dialect)
+    spellings = [t for k, t in TOKEN_TEXT.items() if k in get_dialect(dialect).token_kinds]
+    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+        at = data.draw(st.integers(0, len(body)), label="at")
+        drop = data.draw(st.integers(0, 8), label="drop")
+        insert = data.draw(st.sampled_from(_GARBAGE + spellings), label="insert")
+        body = body[:at] + insert + body[at + drop:]
+    body = body[:data.draw(st.integers(0, len(body)), label="cut off at")]
+    cut = data.draw(st.integers(0, turn_end(body, dialect)), label="prompt's part")
+    cuts = data.draw(st.lists(st.integers(0, len(body) - cut), max_size=12), label="chunks")
+    check_laws(dialect, prompt_text, body, cut, cuts, data)
+
+
+# ---------------------------------------------------------------------------------------
+# laws on generated model-like completions
+
+
+@st.composite
+def call_texts(draw):
+    """One call as a model writes it: '{"NAME": ARGUMENTS}' with JSON arguments of any
+    shape (arrays of objects, strings holding separators, numbers at the end), or
+    something malformed."""
+    name = draw(st.one_of(st.sampled_from(NAMES), st.sampled_from(["f", "a\"b", "x\ny", "q"])))
+    args = draw(st.one_of(
+        json_values.map(lambda v: json.dumps(v, ensure_ascii=False)),
+        json_values.map(json.dumps),
+        st.sampled_from(['[{"a": 1}, {"b": 2}]', '{"s": "}, {\\"x\\": 1"}', "12", "-1e5",
+                         "true", '"x"', "{}", "[]", '{"a": [{"b": {}}, {"c": []}]}',
+                         "1 x", '{"a": 1} junk', "", "{", '{"a": "b', "nul"]),
+        texts))
+    return '{"' + name + '": ' + args + "}"
+
+
+@st.composite
+def completions(draw, dialect):
+    d = get_dialect(dialect)
+    brackets = d.tool_output_open == "["
+    pieces = []
+    for _ in range(draw(st.integers(0, 8))):
+        what = draw(st.integers(0, 9))
+        if what <= 2:
+            pieces.append(draw(st.one_of(texts, st.sampled_from(SNIPPETS))))
+        elif what == 3:
+            pieces.append(draw(st.sampled_from(["<|inner_prefix|>", "<|inner_suffix|>",
+                                                "<think>", "</think>"])))
+        elif what <= 5:
+            calls = draw(st.lists(call_texts(), max_size=3))
+            sep = draw(st.sampled_from([", ", ", ", ","]))
+            pieces.append("<|tools_prefix|>[" + sep.join(calls) + "]"
+                          + draw(st.sampled_from(["<|tools_suffix|>", "<|tools_suffix|>", ""])))
+        elif what == 6:
+            outs = draw(st.lists(st.one_of(json_values.map(json.dumps), texts), max_size=3))
+            if brackets:
+                pieces.append("[" + ", ".join(outs) + "]")
+            else:
+                pieces.append("<|tool_output_start|>" + ", ".join(outs) + "<|tool_output_end|>")
+        elif what == 7:
+            pieces.append(draw(st.sampled_from(_GARBAGE)))
+        elif what == 8:
+            pieces.append(draw(st.sampled_from(
+                [t for k, t in TOKEN_TEXT.items() if k in d.token_kinds])))
+        else:
+            pieces.append("<|assistant_end|>")
+    text = "".join(pieces)
+    return text[:draw(st.integers(0, len(text)))] if draw(st.booleans()) else text
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@LAWS
+@given(data=st.data())
+@example(data=None)
+def test_laws_on_generated_completions(dialect, data):
+    if data is None:   # (an explicit example: the tool-call reader's trickiest case)
+        text = '<|tools_prefix|>[{"f": [{"a": 1}, {"b": 2}] x}, {"g": 1}]<|tools_suffix|>'
+        check_laws(dialect, "<|assistant_start|>", text, 0, range(len(text)))
+        return
+    body = data.draw(completions(dialect), label="completion")
+    cut = data.draw(st.integers(0, turn_end(body, dialect)), label="prompt's part")
+    cuts = data.draw(st.one_of(st.lists(st.integers(0, len(body) - cut), max_size=16),
+                               st.just(range(len(body) - cut + 1))), label="chunks")
+    check_laws(dialect, "<|assistant_start|>", body, cut, cuts, data)
