@@ -527,6 +527,26 @@ def test_result_mid_stream_leaves_the_stream_going():
     assert p.result().tool_calls == [{"name": "f", "arguments": '{"x": 1}'}]
 
 
+def test_copies_and_pickles_continue_independently():
+    import copy
+    import pickle
+
+    p = StreamParser("apertus-1.5", call_id=str)
+    p.feed('<|inner_prefix|>a<|tools_prefix|>[{"f": {"x": ')
+    twins = [copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))]
+    out = p.feed('1}}]<|tools_suffix|>') + p.close()
+    assert p.result().tool_calls == [{"name": "f", "arguments": '{"x": 1}'}]
+    for q in twins:
+        assert q.dialect is p.dialect and not q.closed
+        # another continuation of the same stream: the original is untouched by it
+        got = q.feed('2}}, {"g": 3}]<|tools_suffix|>Hi') + q.close()
+        assert got != out
+        assert q.result().tool_calls == [{"name": "f", "arguments": '{"x": 2}'},
+                                         {"name": "g", "arguments": "3"}]
+        assert q.result().text.endswith("Hi") and not p.result().text.endswith("Hi")
+    assert p.result().tool_calls == [{"name": "f", "arguments": '{"x": 1}'}]
+
+
 def test_exported_and_documented():
     for name in ("StreamParser", "Delta", "Completion", "parse_completion"):
         assert name in apertus_fast.__all__ and getattr(apertus_fast, name).__doc__

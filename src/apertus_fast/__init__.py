@@ -76,7 +76,7 @@ _REFERENCE_MODULES = ("enums", "models", "formatter")
 #: Modules that are compiled by Cython when the package is built with a compiler.
 #: ``_render_fast`` (the renderer's hot path) exists only compiled: without it, the
 #: general renderer in ``_render`` renders everything.
-_NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse")
+_NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse", "_stream")
 
 
 def backends() -> dict[str, str]:

@@ -1,3 +1,5 @@
+# cython: boundscheck=True, wraparound=True
+# (plain Python compiled by Cython: keep Python's index semantics and checks)
 """Model output, read as it streams: an assistant turn, chunk by chunk, as deltas.
 
 An inference server renders the prompt with ``add_generation_prompt=True`` (it ends in
@@ -37,7 +39,7 @@ from typing import NamedTuple
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
-from ._lex import Lexer, scan_str
+from ._lex import _core_for, _table, scan_str
 from ._parse import (_Builder, _NeedBlocks, json_end, output_group, salvage_calls_at,
                      split_tool_calls_at, split_tool_outputs)
 
@@ -503,7 +505,13 @@ class StreamParser:
         self.dialect = d = get_dialect(dialect)
         self.format = format
         self._brackets = d.tool_output_open == "["
-        self._lexer = Lexer(d)
+        # the lexer's resumable core (what _lex.Lexer wraps, without its bookkeeping:
+        # this parser keeps the text itself)
+        self._core = _core_for(None)
+        self._table = _table(self._core, d)
+        self._tail = ""                 # text the scanner holds back (a token may begin there)
+        self._base = 0                  # absolute offset of _tail
+        self._run = 0                   # absolute start of the open text run
         self._chunks: list[str] = []    # the turn's text: the prompt's part, then the completion
         self._at = 0                    # the text is read up to here
         self._emit_from = 0             # where the completion begins
@@ -548,6 +556,25 @@ class StreamParser:
                 self._feed_text(body)
                 self._out = []
 
+    def __getstate__(self) -> dict:
+        # copy.copy / copy.deepcopy / pickle mid-stream (one parser per candidate
+        # continuation, or a stream handed to another process): the scanner module and
+        # its table are rebuilt, the dialect is looked up by name
+        state = self.__dict__.copy()
+        del state["_core"], state["_table"]
+        state["dialect"] = self.dialect.name
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.dialect = get_dialect(state["dialect"])
+        self._core = _core_for(None)
+        self._table = _table(self._core, self.dialect)
+
+    def __copy__(self) -> "StreamParser":
+        # a copy shares nothing with the original (the id function excepted)
+        return copy.deepcopy(self, {id(self._call_id): self._call_id})
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("done" if self._ended else "open")
         return (f"<StreamParser {self.dialect.name!r} {state} read={self._at} "
@@ -573,11 +600,31 @@ class StreamParser:
 
     def _feed_text(self, text: str) -> None:
         self._chunks.append(text)
-        self._read(self._lexer.feed(text))
-        _start, end = self._lexer.pending_span()
-        if end > self._at:
-            self._text(self._lexer.text(self._at, end), self._at)
-            self._at = end
+        self._scan(self._tail + text if self._tail else text, False)
+
+    def _scan(self, data: str, final: bool) -> None:
+        """Lex data (the held-back tail and the new text, at absolute offset _base) and
+        read its events, then the text known to be plain text so far."""
+        base = self._base
+        buf, stop, self._run, _err, _code = self._core.scan_chunk(
+            self._table, data, 0, base, self._run, final)
+        at = self._at
+        for j in range(0, len(buf), 3):
+            k = buf[j]
+            end = buf[j + 2]
+            if k in _TEXTUAL:
+                if end > at:
+                    self._text(data[at - base:end - base], at)
+                    at = self._at = end
+            else:
+                at = self._at = end
+                self._token(k)
+        # the open run: plain text up to where the held-back tail begins
+        if base + stop > at:
+            self._text(data[at - base:stop], at)
+            self._at = base + stop
+        self._tail = data[stop:]
+        self._base = base + stop
 
     def close(self) -> list[Delta]:
         """The end of the completion: decide what was held back; return the last deltas."""
@@ -585,7 +632,7 @@ class StreamParser:
             return []
         if self._decoder is not None:
             self._decode(b"", final=True)   # an incomplete sequence at the end raises
-        self._read(self._lexer.close())
+        self._scan(self._tail, True)
         self._end_run()
         if self._astart:
             self._astart = False
@@ -628,18 +675,6 @@ class StreamParser:
                           excerpt=excerpt)
 
     # -- events -------------------------------------------------------------
-    def _read(self, events) -> None:
-        lexer = self._lexer
-        for ev in events:
-            k = int(ev.kind)
-            if k in _TEXTUAL:
-                if ev.end > self._at:
-                    self._text(lexer.text(max(self._at, ev.start), ev.end), max(self._at, ev.start))
-                    self._at = ev.end
-            else:
-                self._at = ev.end
-                self._token(k)
-
     def _token(self, k: int) -> None:
         mode = self._mode
         if mode == _M_DONE:
@@ -937,9 +972,7 @@ class StreamParser:
         reading the text so far would get if it ended here (a copy of the parser is
         closed; this one goes on)."""
         if not self._closed:
-            # (the dialect and the id function are shared, not copied)
-            snapshot = copy.deepcopy(self, {id(self.dialect): self.dialect,
-                                            id(self._call_id): self._call_id})
+            snapshot = self.__copy__()
             snapshot.close()
             return snapshot.result()
         text = "".join(self._chunks)
