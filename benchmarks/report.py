@@ -10,7 +10,8 @@ Usage (from the repository root)::
 The report has one table per question: rendering (jinja2 / minijinja / apertus-fast,
 conversations/s and MB/s of rendered text, speed-ups), the drop-in formatter, the lexer
 against the ``count("<|")`` floor, and the parser against the reference package's regex
-approach; then the skipped benchmarks with their reasons and the machine. Rates use one
+approach, and streaming model output against re-reading it after every chunk; then the
+skipped benchmarks with their reasons and the machine. Rates use one
 statistic of the rounds of each benchmark (``--stat``, default ``min``: the best round,
 the least disturbed by other processes on a shared machine).
 
@@ -140,6 +141,8 @@ class Results:
 
 
 def render_table(r: Results) -> list[str]:
+    if not r.dialects("render"):
+        return []
     out = ["### Rendering", "",
            "One round renders the whole corpus. conv/s = conversations per second; MB/s = "
            "megabytes (10^6 bytes, UTF-8) of rendered text per second. Speed-ups are time ratios "
@@ -260,6 +263,39 @@ def parse_table(r: Results) -> list[str]:
     return out if rows else []
 
 
+def stream_table(r: Results) -> list[str]:
+    dialects = r.dialects("stream")
+    if not dialects:
+        return []
+    out = ["### Streaming model output", "",
+           "Assistant turns of the corpus fed in chunks of 1-8 characters (about a token each). "
+           "Baseline: re-reading the text so far with `parse_completion` after every chunk (what a "
+           "server without a streaming parser does; the diffing it would still need is not timed). "
+           "`Lexer.feed` (the public resumable lexer alone) and `parse_completion` once per turn "
+           "for information.", "",
+           "| dialect | turns | chunks | MB | re-parse µs/chunk | StreamParser µs/chunk | "
+           "StreamParser MB/s | speed-up | Lexer.feed µs/chunk | parse_completion once MB/s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for d in dialects:
+        info = r.info("stream", d, "apertus-fast StreamParser") or r.info("stream", d, "re-parse per chunk") or {}
+        chunks = info.get("chunks") or 0
+        mb = info.get("bytes", 0) / 1e6
+
+        def per_chunk(engine):
+            s = r.seconds("stream", d, engine)
+            return None if (s is None or not chunks) else s / chunks * 1e6
+
+        base = r.seconds("stream", d, "re-parse per chunk")
+        fast = r.seconds("stream", d, "apertus-fast StreamParser")
+        once = r.seconds("stream", d, "parse_completion once")
+        pc = [per_chunk(e) for e in ("re-parse per chunk", "apertus-fast StreamParser", "Lexer.feed")]
+        fmt = [("—" if v is None else f"{v:.2f}") for v in pc]
+        out.append(f"| {d} | {info.get('turns', '—')} | {chunks:,} | {mb:.2f} | {fmt[0]} | {fmt[1]} | "
+                   f"{_fmt_rate(mb / fast if fast else None)} | {_fmt_ratio(base / fast if (base and fast) else None)} | "
+                   f"{fmt[2]} | {_fmt_rate(mb / once if once else None)} |")
+    return out
+
+
 def machine_lines(data: dict, stat: str) -> list[str]:
     mi = data.get("machine_info", {})
     cpu = mi.get("cpu_model") or (mi.get("cpu") or {}).get("brand_raw") or mi.get("processor") or mi.get("machine")
@@ -292,7 +328,8 @@ def _commit(data: dict) -> str:
 def report(data: dict, stat: str, skips: list[str], failed: list[str]) -> str:
     r = Results(data, stat)
     parts = []
-    for table in (render_table(r), spans_table(r), formatter_table(r), lex_table(r), parse_table(r)):
+    for table in (render_table(r), spans_table(r), formatter_table(r), lex_table(r), parse_table(r),
+                  stream_table(r)):
         if table:
             parts.append("\n".join(table))
     if skips:
