@@ -29,6 +29,12 @@ PRELUDE = {
         "text_or_utf8_bytes = '<|user_start|>Hi<|user_end|>'.encode()\n"
         "stream = ['<|user_st', 'art|>Grüezi<|user_', 'end|>']\n"
     ),
+    "docs/streaming.md": (
+        "model_output = ['<|inner_prefix|>Hm', 'm.<|inner_suffix|>It is ', '21.<|tools_pre',"
+        " 'fix|>[{\"log\": {\"t\": 2', '1}}]<|tools_suffix|>']\n"
+        "show_reasoning = show_answer = print\n"
+        "def show_call(index, name, text): print(index, name, text)\n"
+    ),
     "docs/lexer.md": (
         "from apertus_fast._lex import Lexer\n"
         "model_output = ['<|assistant_start|><|inner_pre', 'fix|>hm<|inner_suffix|>Hi', '!<|assist', 'ant_end|>']\n"
@@ -42,7 +48,8 @@ SIGNATURES = (
     'lx = Lexer(dialect="apertus-format-reference", *, backend=None)',
 )
 
-DOCS = ["README.md", "docs/dropin.md", "docs/lexer.md", "docs/cli.md", "docs/rendering.md"]
+DOCS = ["README.md", "docs/dropin.md", "docs/lexer.md", "docs/cli.md", "docs/rendering.md",
+        "docs/streaming.md"]
 
 
 def python_blocks(path: pathlib.Path) -> list[str]:
