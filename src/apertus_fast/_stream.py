@@ -539,7 +539,7 @@ class StreamParser:
         self._held_watch: _JsonWatch | None = None
         self._held_wait = False         # decided only where the run ends
         # the completion so far
-        self._out: list[Delta] = []
+        self._out: list[list] = []      # this feed's deltas: [kind, [pieces], index, name]
         self._reasoning: list[str] = []
         self._content: list[str] = []
         self._tool_calls: list[list] = []   # [name, [argument pieces], id]
@@ -771,15 +771,16 @@ class StreamParser:
             return
         (self._reasoning if kind == THOUGHTS else self._content).append(s)
         out = self._out
-        if out and out[-1].kind == kind:
-            out[-1] = Delta(kind, out[-1].text + s)
+        if out and out[-1][0] == kind:
+            out[-1][1].append(s)
         else:
-            out.append(Delta(kind, s))
+            out.append([kind, [s], -1, None])
 
     def _flush(self) -> list[Delta]:
         out = self._out
         self._out = []
-        return out
+        return [Delta(kind, parts[0] if len(parts) == 1 else "".join(parts), index, name)
+                for kind, parts, index, name in out]
 
     def _drain(self) -> None:
         calls = self._calls
@@ -814,11 +815,10 @@ class StreamParser:
         elif name is None:
             return
         out = self._out
-        last = out[-1] if out else None
-        if last is not None and last.kind == TOOL_CALL and last.index == index:
-            out[-1] = Delta(TOOL_CALL, last.text + text, index, last.name)
+        if out and out[-1][0] == TOOL_CALL and out[-1][2] == index:
+            out[-1][1].append(text)
         else:
-            out.append(Delta(TOOL_CALL, text, index, name))
+            out.append([TOOL_CALL, [text], index, name])
 
     def _output(self, s: str, at: int) -> None:
         text = self._clip(s, at)
@@ -826,7 +826,7 @@ class StreamParser:
             return
         index = len(self._outputs)
         self._outputs.append([text])
-        self._out.append(Delta(TOOL_OUTPUT, text, index))
+        self._out.append([TOOL_OUTPUT, [text], index, None])
 
     # -- tool calls ---------------------------------------------------------
     def _end_calls(self) -> None:
@@ -865,20 +865,27 @@ class StreamParser:
     def _held_check(self) -> None:
         """Decide the group as soon as ``output_group`` on any longer run would give
         the same answer: JSON items, each followed by ``", "``, the last by ``"]"``.
-        Anything else is decided where the run ends."""
+        Anything else is decided where the run ends. (The run is joined only where an
+        item starts and where its JSON value may have ended: linear in its length.)"""
         while True:
             pos = self._held_pos
             n = self._held_n
             if pos >= n:
                 return
-            run = self._held_run()
-            if run[pos] == "]":
-                self._held_decide(self._held_items + [""], pos)
-                return
             w = self._held_watch
             if w is None:
+                run = self._held_run()
+                if run[pos] == "]":
+                    self._held_decide(self._held_items + [""], pos)
+                    return
                 w = self._held_watch = _JsonWatch()
                 w.feed(run[pos:])
+            if w.dead:
+                self._held_wait = True
+                return
+            if not w.check():
+                return
+            run = self._held_run()
             end = _value_end(w, run, pos)
             if end == -2:
                 return
