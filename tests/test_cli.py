@@ -885,7 +885,7 @@ def test_usage_errors_exit_2(argv, capsys):
     assert capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [[], ["render"], ["parse"], ["validate"]])
+@pytest.mark.parametrize("command", [[], ["render"], ["parse"], ["validate"], ["completions"]])
 def test_help(command, capsys):
     assert cli.main(command + ["--help"]) == 0
     out = capsys.readouterr().out
@@ -1211,3 +1211,110 @@ def test_bad_date_is_a_usage_error(date, capsys):
     assert cli.main(["render", str(CONVERSATIONS), "--date", date]) == 2
     err = capsys.readouterr().err
     assert f"argument --date: expected a date as YYYY-MM-DD, got {date!r}" in err
+
+
+# --------------------------------------------------------------------------- completions
+
+
+def sample_completions(dialect="apertus-1.5"):
+    """Model-like completions: the last assistant turn of each sample conversation,
+    rendered with reasoning where the sample has it, cut where a model would stop."""
+    from apertus_fast._lex import scan_str
+    from apertus_fast._dialects import Kind, get_dialect
+
+    out = []
+    for value in sample_values():
+        messages = value["messages"] if isinstance(value, dict) else value
+        try:
+            text = render(messages, dialect=dialect, tools=value.get("tools") if isinstance(value, dict) else None,
+                          enable_thinking=True, date=DATE)
+        except RenderError:
+            continue
+        ev = scan_str(text, get_dialect(dialect))
+        starts = [ev[j + 2] for j in range(0, len(ev), 3) if ev[j] == Kind.ASSISTANT_START]
+        if starts:
+            out.append(text[starts[-1]:])
+    return out
+
+
+def expected_completion(text, dialect="apertus-1.5", prompt=None):
+    from apertus_fast import parse_completion
+
+    c = parse_completion(text, dialect=dialect, prompt=prompt)
+    record = {"content": c.content, "reasoning": c.reasoning, "tool_calls": c.tool_calls,
+              "tool_outputs": c.tool_outputs, "finish_reason": c.finish_reason,
+              "closed": c.closed, "messages": c.messages}
+    if c.warnings:
+        record["warnings"] = c.warnings
+    if c.rest:
+        record["rest"] = c.rest
+    return record
+
+
+def test_completions_read_each_line_as_parse_completion_does(tmp_path, capsys):
+    completions = sample_completions()
+    assert len(completions) >= 20
+    assert any("<|tools_prefix|>" in c for c in completions)
+    assert any("<|inner_prefix|>" in c for c in completions)
+    src = write_lines(tmp_path / "c.jsonl", [json.dumps(c, ensure_ascii=False) for c in completions])
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["completions", str(src), "--dialect", "apertus-1.5", "-o", str(out)]) == 0
+    expected = [expected_completion(c) for c in completions]
+    assert read_json_lines(out) == expected
+    warned = sum(len(r.get("warnings", ())) for r in expected)
+    assert any(r.get("rest") for r in expected)   # one model ran past the end of its turn
+    assert f"read {len(completions):,} completions ({warned} warnings), failed 0" in \
+        capsys.readouterr().err
+
+
+def test_completions_objects_prompts_keep_and_openai(tmp_path, capsys):
+    prompt = render([{"role": "user", "content": "Weather?"},
+                     {"role": "assistant", "content": {"blocks": [
+                         {"type": "thoughts", "text": "Look."},
+                         {"type": "tool_calls", "calls": [{"name": "w", "arguments": "{}"}]},
+                         {"type": "tool_outputs", "outputs": [{"output": "21"}]}]}}],
+                    dialect="apertus-1", continue_assistant_message=True, date=DATE)
+    lines = [{"id": "a", "completion": "<|tools_prefix|>[{\"f\": {\"x\": 1}}]<|tools_suffix|>"},
+             {"id": "b", "completion": " Warm.<|inner_suffix|>21 °C.<|assistant_end|>", "prompt": prompt},
+             {"id": "c", "completion": "Cut <|tools_prefix|>[{\"g\": {\"y\""}]
+    src = write_lines(tmp_path / "c.jsonl", [json.dumps(v, ensure_ascii=False) for v in lines])
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["completions", str(src), "--dialect", "apertus-1", "--keep", "id",
+                     "-o", str(out)]) == 0
+    records = read_json_lines(out)
+    assert [list(r)[:2] for r in records] == [["id", "content"]] * 3
+    assert [r["id"] for r in records] == ["a", "b", "c"]
+    assert records[1] == {"id": "b", **expected_completion(lines[1]["completion"], "apertus-1", prompt)}
+    assert (records[1]["reasoning"], records[1]["content"]) == (" Warm.", "21 °C.")
+    assert [r["finish_reason"] for r in records] == ["tool_calls", "stop", None]
+    err = capsys.readouterr().err
+    assert f"{src}:3: warning: line 1, column" in err and "(2 warnings)" in err
+    # OpenAI messages, with ids made of the line and the call's number
+    assert cli.main(["completions", str(src), "--dialect", "apertus-1", "--openai",
+                     "-o", str(out)]) == 0
+    records = read_json_lines(out)
+    assert records[0] == {"message": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1_0", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]},
+        "finish_reason": "tool_calls"}
+    assert records[1] == {"message": {"role": "assistant", "content": "21 °C.",
+                                      "reasoning_content": " Warm."}, "finish_reason": "stop"}
+    assert records[2]["message"]["tool_calls"][0]["id"] == "call_3_0"
+
+
+def test_completions_bad_lines_are_reported(tmp_path, capsys):
+    lines = ['"ok"', "{}", '{"completion": 3}', '{"completion": "x", "prompt": 4}',
+             '{"completion": "x", "prompt": "<|user_start|>hi<|user_end|>"}', "[1]", "not json"]
+    src = write_lines(tmp_path / "bad.jsonl", lines)
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["completions", str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f'{src}:2: expected a JSON string or an object with a "completion" key' in err
+    assert f'{src}:3: "completion" must be a string, got a number' in err
+    assert f'{src}:4: "prompt" must be a string, got a number' in err
+    assert f"{src}:5: the prompt does not end inside an assistant turn" in err
+    assert f'{src}:6: expected a JSON string or an object with a "completion" key, got a list' in err
+    assert f"{src}:7: " in err and "failed 6" in err
+    assert read_json_lines(out) == [expected_completion("ok", DEFAULT_DIALECT)]
+    assert cli.main(["completions", str(src), "-o", str(out), "--skip-errors", "-q"]) == 0
+    assert cli.main(["completions", str(src), "--keep", "content"]) == 2
+    assert '--keep content: the output has its own "content"' in capsys.readouterr().err

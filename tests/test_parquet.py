@@ -553,3 +553,36 @@ def test_a_column_name_used_twice_is_exit_2(tmp_path, capsys):
     assert main("render", src, "-o", tmp_path / "out.jsonl") == 2
     assert 'has 2 columns named "messages"' in capsys.readouterr().err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_completions_parquet_in_and_out(tmp_path, capsys):
+    from .test_cli import expected_completion, sample_completions
+
+    completions = sample_completions()
+    table = pa.table({"id": list(range(len(completions))), "completion": completions,
+                      "prompt": [None] * len(completions)})
+    src = write(table, tmp_path / "c.parquet")
+    jsonl = tmp_path / "out.jsonl"
+    assert main("completions", src, "--dialect", "apertus-1.5", "--keep", "id", "-o", jsonl) == 0
+    records = read_json_lines(jsonl)
+    assert records == [{"id": i, **expected_completion(c)} for i, c in enumerate(completions)]
+    out = tmp_path / "out.parquet"
+    assert main("completions", src, "--dialect", "apertus-1.5", "--keep", "id", "-o", out) == 0
+    got = pq.read_table(out)
+    assert got.schema.names == ["content", "reasoning", "tool_calls", "tool_outputs",
+                                "finish_reason", "closed", "messages", "warnings", "rest", "id"]
+    assert got.schema.field("tool_calls").type == pa.list_(
+        pa.struct([("name", pa.string()), ("arguments", pa.string())]))
+    for row, record in zip(got.to_pylist(), records):
+        row["messages"] = json.loads(row["messages"])
+        assert row == {"warnings": None, "rest": None, **record}
+    # OpenAI messages as JSON text
+    assert main("completions", src, "--dialect", "apertus-1.5", "--openai", "-o", out) == 0
+    got = pq.read_table(out)
+    assert got.schema.names == ["message", "finish_reason"]
+    assert [json.loads(m)["role"] for m in got.column("message").to_pylist()] == \
+        ["assistant"] * len(completions)
+    # a table without the column
+    bad = write(pa.table({"text": ["x"]}), tmp_path / "bad.parquet")
+    assert main("completions", bad, "-o", jsonl) == 2
+    assert 'has no "completion" column (its columns: text)' in capsys.readouterr().err

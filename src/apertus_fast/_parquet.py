@@ -266,18 +266,25 @@ def read_parquet(path, columns=None) -> Iterator[tuple[int, dict]]:
 _KIND_COLUMNS = {
     "render": (("text", "string"),),
     "spans": (("text", "string"), ("spans", "spans")),
-    "parse": (("messages", "string"), ("dialect", "string"), ("enable_thinking", "bool"),
+    "parse": (("messages", "json"), ("dialect", "string"), ("enable_thinking", "bool"),
               ("add_generation_prompt", "bool"), ("continue_assistant_message", "bool"),
               ("tools_text", "string"), ("tool_names", "strings"), ("bos_token", "string"),
               ("date", "string"), ("format", "string"), ("warnings", "strings")),
+    "completions": (("content", "string"), ("reasoning", "string"), ("tool_calls", "calls"),
+                    ("tool_outputs", "strings"), ("finish_reason", "string"), ("closed", "bool"),
+                    ("messages", "json"), ("warnings", "strings"), ("rest", "string")),
+    "openai": (("message", "json"), ("finish_reason", "string")),
 }
 KINDS = tuple(_KIND_COLUMNS)
 
 
 def _arrow_type(pa, name: str):
-    return {"string": pa.string, "bool": pa.bool_,
+    """The Arrow type of a column type name ("json": JSON text in a string column)."""
+    return {"string": pa.string, "json": pa.string, "bool": pa.bool_,
             "strings": lambda: pa.list_(pa.string()),
-            "spans": lambda: pa.list_(pa.list_(pa.int64()))}[name]()
+            "spans": lambda: pa.list_(pa.list_(pa.int64())),
+            "calls": lambda: pa.list_(pa.struct([("name", pa.string()),
+                                                 ("arguments", pa.string())]))}[name]()
 
 
 def column_names(kind: str) -> list[str]:
@@ -292,8 +299,11 @@ class ParquetOutput:
     memory.
 
     ``kind`` picks the columns: ``"render"`` (``text``), ``"spans"`` (``text``,
-    ``spans`` as ``[[start, end], ...]``) or ``"parse"`` (the fields of
-    ``ParsedConversation.to_dict()``, with ``messages`` as JSON text). ``keep`` adds
+    ``spans`` as ``[[start, end], ...]``), ``"parse"`` (the fields of
+    ``ParsedConversation.to_dict()``, with ``messages`` as JSON text),
+    ``"completions"`` (a ``Completion``'s fields: ``tool_calls`` as a list of
+    ``{name, arguments}`` structs, ``messages`` as JSON text) or ``"openai"``
+    (``message`` as JSON text, ``finish_reason``). ``keep`` adds
     columns after those: ``(name, Arrow type)`` pairs, the type ``None`` when it is not
     known (values from JSONL): it is then inferred from the first row group (string when
     the column is null in all of it, JSON text when its values have no common type), and
@@ -318,7 +328,7 @@ class ParquetOutput:
         if len(set(self._names)) != len(self._names):
             raise ValueError(f"duplicate column names: {self._names}")
         self._types = [t for _, t in columns]
-        self._json = {i for i, n in enumerate(self._names) if n == "messages" and kind == "parse"}
+        self._json = {i for i, (_n, t) in enumerate(_KIND_COLUMNS[kind]) if t == "json"}
         self._f = f
         self._writer = None  # made at the first write, when every type is known
         self._on_error = on_error

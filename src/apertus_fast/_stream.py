@@ -68,7 +68,6 @@ _THINK_END = int(Kind.THINK_END)
 #: Tokens that are text inside an assistant turn: ``<s>`` (a token only at the very
 #: start of a whole conversation) and the media tokens (only in user turns).
 _TEXTUAL = frozenset((_TEXT, _BOS, _IMAGE, _AUDIO))
-_KINDS = tuple(sorted(Kind, key=int))
 
 
 class Delta(NamedTuple):

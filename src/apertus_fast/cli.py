@@ -1,5 +1,5 @@
 """The ``apertus-fast`` command line: render, parse and validate JSONL (or Parquet)
-corpora.
+corpora, and read model completions.
 
 ``main(argv)`` is the entry point (also ``python -m apertus_fast``); it returns the exit
 status: 0 success, 1 some line failed, 2 usage error or unreadable input/unwritable
@@ -95,6 +95,28 @@ examples:
   apertus-fast parse model-outputs.jsonl --lenient --skip-errors -o recovered.jsonl
 """
 
+_COMPLETIONS_EXAMPLES = """\
+input: JSONL, one model completion a line (the text the model wrote after the
+generation prompt, special tokens kept): a JSON string, or an object with a
+"completion" string and, when the prompt ends inside a turn (continued after tool
+outputs, prefilled reasoning), the "prompt" it continues. Parquet: a "completion"
+column (and "prompt"). Other keys are ignored (--keep copies them).
+
+output: one JSON object a line, in input order:
+  {"content": ..., "reasoning": ..., "tool_calls": [{"name": ..., "arguments": ...}],
+   "tool_outputs": [...], "finish_reason": "stop" | "tool_calls" | null,
+   "closed": true | false, "messages": [...], "warnings": [...], "rest": "..."}
+(warnings and rest only when not empty; messages: the turn in render's shape).
+With --openai: {"message": {...}, "finish_reason": ...}, the OpenAI chat message
+(content, reasoning_content, tool_calls with the ids call_LINE_N). What lenient
+reading recovered from is also reported on stderr as warnings. docs/streaming.md.
+
+examples:
+  apertus-fast completions outputs.jsonl --dialect apertus-1.5 -o read.jsonl
+  apertus-fast completions outputs.parquet --dialect apertus-1.5 --keep id -o read.parquet
+  apertus-fast completions outputs.jsonl --dialect apertus-1 --openai --keep id
+"""
+
 _VALIDATE_EXAMPLES = """\
 input: what parse reads (raw text or JSONL of rendered texts), and JSONL
 conversations (objects with "messages", or bare lists of messages), which are
@@ -112,6 +134,7 @@ _MAIN_EPILOG = """\
 examples:
   apertus-fast render samples/conversations.jsonl --date 2026-01-01 -o rendered.jsonl
   apertus-fast parse rendered.jsonl -o parsed.jsonl
+  apertus-fast completions model-outputs.jsonl --dialect apertus-1.5 -o read.jsonl
   apertus-fast validate corpus.jsonl.gz --dialect apertus-1.5
   apertus-fast dialects
 
@@ -745,6 +768,90 @@ def _cmd_parse(args) -> int:
     return 1 if report.failed and not args.skip_errors else 0
 
 
+def _completion_of(value) -> tuple[str, str | None]:
+    """(completion, prompt or None) of one input line: a string, or an object with a
+    "completion" (and a "prompt")."""
+    if type(value) is str:
+        return value, None
+    if type(value) is not dict:
+        raise _Shape(f'expected a JSON string or an object with a "completion" key, got '
+                     f"{_json_type(value)}")
+    completion = value.get("completion")
+    if type(completion) is not str:
+        if completion is None:
+            raise _Shape('expected a JSON string or an object with a "completion" key')
+        raise _Shape(f'"completion" must be a string, got {_json_type(completion)}')
+    prompt = value.get("prompt")
+    if prompt is not None and type(prompt) is not str:
+        raise _Shape(f'"prompt" must be a string, got {_json_type(prompt)}')
+    return completion, prompt
+
+
+def _completion_record(c) -> dict:
+    record = {"content": c.content, "reasoning": c.reasoning, "tool_calls": c.tool_calls,
+              "tool_outputs": c.tool_outputs, "finish_reason": c.finish_reason,
+              "closed": c.closed, "messages": c.messages}
+    if c.warnings:
+        record["warnings"] = c.warnings
+    if c.rest:
+        record["rest"] = c.rest
+    return record
+
+
+def _cmd_completions(args) -> int:
+    from ._stream import parse_completion
+
+    kind = "openai" if args.openai else "completions"
+    keep = _keep_list(args, _parquet.column_names(kind))
+    dialect = _dialect(args)
+    t0 = time.perf_counter()
+    read = 0
+    counts = _Counts()
+
+    with _io.open_input(args.input) as inp:
+        if inp.parquet:
+            src = _parquet_source(args, inp, counts, ("completion", "prompt"), ("completion",), keep)
+        else:
+            src = _jsonl_source(args, inp, counts, keep=keep)
+        report, progress = src.report, src.progress
+        with _output(args, kind, report, keep, src.keep_types) as (out, table):
+            write = out.write
+            try:
+                for lineno, value, kept in src.rows:
+                    try:
+                        completion, prompt = _completion_of(value)
+                        c = parse_completion(completion, dialect=dialect, prompt=prompt,
+                                             call_id=lambda i, n=lineno: f"call_{n}_{i}")
+                    except _Shape as exc:
+                        report.error(lineno, str(exc))
+                        continue
+                    except ValueError as exc:   # a prompt that ends outside a turn
+                        report.error(lineno, str(exc))
+                        continue
+                    for w in c.warnings:
+                        report.warning(lineno, w)
+                    if args.openai:
+                        record = {"message": c.openai(), "finish_reason": c.finish_reason}
+                    else:
+                        record = _completion_record(c)
+                    read += 1
+                    if table is not None:
+                        table.add_dict(lineno, record, kept)
+                    else:
+                        write(_kept_line({**dict(zip(keep, kept)), **record}))
+            finally:
+                if progress is not None:
+                    progress.close()
+        if table is not None:
+            read = table.written
+
+    recovered = f" ({report.warnings:,} warnings)" if report.warnings else ""
+    _summary(args, f"read {read:,} completions{recovered}, failed {report.failed:,}"
+                   f"{counts.summary(read + report.failed, t0)}"
+                   f"{report.hidden_note()}")
+    return 1 if report.failed and not args.skip_errors else 0
+
+
 def _cmd_validate(args) -> int:
     strict = not args.lenient
     dialect = _dialect(args)
@@ -842,7 +949,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Render, parse and validate conversations in the Apertus chat format.",
+        description="Render, parse and validate conversations in the Apertus chat format, "
+                    "and read model completions.",
         epilog=_MAIN_EPILOG,
         formatter_class=_Formatter,
     )
@@ -909,6 +1017,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input format (default: auto: Parquet by its magic bytes, else JSONL "
                         "if the first non-blank line is JSON, else raw)")
     p.set_defaults(func=_cmd_parse)
+
+    p = sub.add_parser("completions", help="read model completions: reasoning, content, tool calls",
+                       description="Read model completions (what a model wrote after the "
+                                   "generation prompt) into reasoning, content, tool calls and "
+                                   "how they ended, one output record per input line.",
+                       epilog=_COMPLETIONS_EXAMPLES, formatter_class=_Formatter)
+    common(p, conv_lines=False)
+    p.add_argument("--openai", action="store_true",
+                   help='write {"message": ..., "finish_reason": ...}: OpenAI chat messages')
+    p.add_argument("--keep", type=_key_list, action="append", metavar="KEYS",
+                   help="copy these keys (comma-separated; Parquet: columns) of each input "
+                        "line into its output record, before the completion's keys")
+    p.set_defaults(func=_cmd_completions)
 
     p = sub.add_parser("validate", help="check conversations or rendered texts",
                        description="Check every line and report each problem; exit 1 if any.",
