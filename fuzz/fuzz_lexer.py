@@ -28,6 +28,7 @@ import os
 import sys
 
 import atheris
+from _common import chunks
 
 # The checkout's src/, unless PYTHONPATH says where apertus_fast is (e.g. a sanitizer build)
 if not os.environ.get("PYTHONPATH"):
@@ -83,15 +84,6 @@ def stream(pieces, dialect, backend):
     for ev in new:
         assert lx.text(ev.start, ev.end) == whole[ev.start:ev.end]
     return events + new
-
-
-def chunks(data, cuts):
-    cuts = sorted({c % (len(data) + 1) for c in cuts})
-    out, last = [], 0
-    for c in cuts + [len(data)]:
-        out.append(data[last:c])
-        last = c
-    return out
 
 
 def structured(fdp) -> bytes:

@@ -29,6 +29,7 @@ import os
 import sys
 
 import atheris
+from _common import chunks
 
 if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "src"))
@@ -76,15 +77,6 @@ def run(pieces, dialect):
     for piece in pieces:
         deltas += p.feed(piece)
     return deltas + p.close(), p
-
-
-def chunks(data, cuts):
-    cuts = sorted({c % (len(data) + 1) for c in cuts})
-    out, last = [], 0
-    for c in cuts + [len(data)]:
-        out.append(data[last:c])
-        last = c
-    return out
 
 
 def structured(fdp) -> bytes:

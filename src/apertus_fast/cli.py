@@ -274,6 +274,15 @@ def _summary(args, text: str) -> None:
         sys.stderr.write(text + "\n")
 
 
+def _finish(args, done: str, n: int, report, counts, t0: float) -> int:
+    """The summary of a command that writes one output per good line (``done``: what
+    it did, e.g. ``"parsed 10"``), and its exit status."""
+    warned = f" ({report.warnings:,} warnings)" if report.warnings else ""
+    _summary(args, f"{done}{warned}, failed {report.failed:,}"
+                   f"{counts.summary(n + report.failed, t0)}{report.hidden_note()}")
+    return 1 if report.failed and not args.skip_errors else 0
+
+
 class _Usage(Exception):
     """Options that cannot go together (exit 2, like argparse's usage errors)."""
 
@@ -449,10 +458,7 @@ def _cmd_render(args) -> int:
         if table is not None:
             rendered = table.written
 
-    _summary(args, f"rendered {rendered:,}, failed {report.failed:,}"
-                   f"{counts.summary(rendered + report.failed, t0)}"
-                   f"{report.hidden_note()}")
-    return 1 if report.failed and not args.skip_errors else 0
+    return _finish(args, f"rendered {rendered:,}", rendered, report, counts, t0)
 
 
 # --------------------------------------------------------------------------- parse / validate
@@ -761,11 +767,7 @@ def _cmd_parse(args) -> int:
         if table is not None:
             parsed = table.written
 
-    recovered = f" ({report.warnings:,} warnings)" if report.warnings else ""
-    _summary(args, f"parsed {parsed:,}{recovered}, failed {report.failed:,}"
-                   f"{counts.summary(parsed + report.failed, t0)}"
-                   f"{report.hidden_note()}")
-    return 1 if report.failed and not args.skip_errors else 0
+    return _finish(args, f"parsed {parsed:,}", parsed, report, counts, t0)
 
 
 def _completion_of(value) -> tuple[str, str | None]:
@@ -845,11 +847,7 @@ def _cmd_completions(args) -> int:
         if table is not None:
             read = table.written
 
-    recovered = f" ({report.warnings:,} warnings)" if report.warnings else ""
-    _summary(args, f"read {read:,} completions{recovered}, failed {report.failed:,}"
-                   f"{counts.summary(read + report.failed, t0)}"
-                   f"{report.hidden_note()}")
-    return 1 if report.failed and not args.skip_errors else 0
+    return _finish(args, f"read {read:,} completions", read, report, counts, t0)
 
 
 def _cmd_validate(args) -> int:
