@@ -497,6 +497,15 @@ def test_invalid_utf8_is_a_parse_error_that_says_where():
         parse_completion(b"\xc0\x80", dialect="apertus-1")
 
 
+def test_invalid_utf8_after_a_prompt_counts_the_completion_only():
+    prompt = "<|user_start|>Hi<|user_end|><|assistant_start|><|inner_prefix|>Long\nthoughts"
+    p = StreamParser("apertus-1", prompt=prompt)
+    assert p.feed("é\n".encode()) == [Delta("thoughts", "é\n")]
+    with pytest.raises(ParseError) as info:
+        p.feed(b"ok\xe2(")
+    assert (info.value.offset, info.value.line, info.value.column) == (5, 2, 3)
+
+
 def test_misuse_is_a_clear_error():
     p = StreamParser("apertus-1")
     p.feed("a")

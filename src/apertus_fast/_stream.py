@@ -527,6 +527,7 @@ class StreamParser:
         self._astart = False            # an <|assistant_start|> is the last event so far
         self._ended = False
         self._calls: _Calls | None = None
+        self._calls_at = 0              # absolute offset of the open call list's text
         self._calls_no = 0              # calls groups opened
         self._group: list[str] = []     # a <|tool_output_start|> group's text
         self._group_at = 0
@@ -663,8 +664,11 @@ class StreamParser:
         return text
 
     def _utf8_error(self, data: bytes, exc: UnicodeDecodeError, base: int) -> ParseError:
-        seen = b"".join(c.encode("utf-8", "surrogatepass") for c in self._chunks)
-        seen = seen[:base] + data[:exc.start]
+        """The error at ``exc.start`` of ``data`` (the decoder's held bytes and the new
+        chunk, at byte ``base`` of the completion): offset, line and column in bytes of
+        the completion (the prompt's part of the turn is not counted)."""
+        completion = "".join(self._chunks)[self._emit_from:]
+        seen = completion.encode("utf-8")[:base] + data[:exc.start]
         offset = len(seen)
         last = seen.rfind(b"\n")
         excerpt = (seen[-30:] + data[exc.start:exc.start + 30]).decode("utf-8", "replace")
