@@ -35,6 +35,7 @@ demo: install
 	$(BIN)/apertus-fast validate $(OUT)/rendered.jsonl --dialect apertus-1.5
 	$(BIN)/apertus-fast render $(OUT)/parsed.jsonl -o $(OUT)/rerendered.jsonl --dialect apertus-1.5
 	cmp $(OUT)/rendered.jsonl $(OUT)/rerendered.jsonl && echo "round trip: re-rendered text is byte-identical"
+	$(BIN)/apertus-fast completions samples/completions-1.5.jsonl --dialect apertus-1.5 --keep id -o $(OUT)/completions.jsonl
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1318,3 +1318,28 @@ def test_completions_bad_lines_are_reported(tmp_path, capsys):
     assert cli.main(["completions", str(src), "-o", str(out), "--skip-errors", "-q"]) == 0
     assert cli.main(["completions", str(src), "--keep", "content"]) == 2
     assert '--keep content: the output has its own "content"' in capsys.readouterr().err
+
+
+def test_completions_sample_shows_each_case(tmp_path, capsys):
+    """samples/completions-1.5.jsonl, read by `make demo`: each line is the case the
+    samples README says it is."""
+    out = tmp_path / "out.jsonl"
+    sample = SAMPLES / "completions-1.5.jsonl"
+    assert cli.main(["completions", str(sample), "--dialect", "apertus-1.5", "--keep", "id",
+                     "-o", str(out)]) == 0
+    records = {r["id"]: r for r in read_json_lines(out)}
+    assert [r["finish_reason"] for r in records.values()] == [
+        "stop", "tool_calls", "stop", "stop", None, "stop", "tool_calls", "stop"]
+    assert records["c-001"]["reasoning"].startswith("The user asks") and records["c-001"]["closed"]
+    assert [c["name"] for c in records["c-002"]["tool_calls"]] == ["get_weather", "get_weather"]
+    # continued after the tool output, inside the reasoning the prompt left open
+    assert records["c-003"]["reasoning"].startswith(" Sonnig") and "Uetliberg" in records["c-003"]["content"]
+    assert [b["type"] for b in records["c-003"]["messages"][0]["content"]["blocks"]] == [
+        "thoughts", "tool_calls", "tool_outputs", "thoughts", "response"]
+    assert (records["c-004"]["reasoning"], records["c-004"]["content"]) == (
+        "Simple greeting; answer in Romansh as asked.", "Allegra! Co vai?")
+    assert records["c-005"]["tool_calls"][0]["arguments"].endswith("| Süd")
+    assert json.loads(records["c-007"]["tool_calls"][0]["arguments"])["params"][1] == {
+        "name": "offset", "value": 0}
+    assert records["c-008"]["rest"] == "<|user_start|>Und warum?"
+    assert "read 8 completions (3 warnings), failed 0" in capsys.readouterr().err
