@@ -286,6 +286,32 @@ def test_tool_calls_stream_names_first_then_arguments_as_written():
         {"id": "call_1", "type": "function", "function": {"name": "time", "arguments": '{"tz": "CET"}'}}]
 
 
+def test_the_feed_that_closes_the_calls_says_stop_generating():
+    p = StreamParser("apertus-1.5")
+    p.feed('<|tools_prefix|>[{"f": {}}]<|tools_')
+    assert p.finish_reason is None
+    p.feed("suffix|>")
+    assert p.finish_reason == "tool_calls" and not p.done   # the server runs the tools now
+    p = StreamParser("apertus-1.5")
+    p.feed("Done.<|assistant_end|>")
+    assert p.done and p.finish_reason == "stop"
+
+
+def test_completion_to_dict():
+    c = parse_completion('<|inner_prefix|>a<|tools_prefix|>[{"f": 1}]<|tools_suffix|>',
+                         dialect="apertus-1")
+    assert c.to_dict() == {
+        "content": "", "reasoning": "a", "tool_calls": [{"name": "f", "arguments": "1"}],
+        "tool_outputs": [], "finish_reason": "tool_calls", "closed": False,
+        "messages": [{"role": "assistant", "content": {"blocks": [
+            {"type": "thoughts", "text": "a"},
+            {"type": "tool_calls", "calls": [{"name": "f", "arguments": "1"}]}]}}]}
+    d = parse_completion("x<|assistant_end|>y", dialect="apertus-1").to_dict()
+    assert d["rest"] == "y" and d["warnings"] == [
+        "line 1, column 19: text after the end of the assistant turn"]
+    assert json.loads(json.dumps(d)) == d
+
+
 def test_openai_delta_merges_a_feed():
     p = StreamParser("apertus-1.5", call_id=lambda i: f"call_{i}")
     d1 = p.feed('<|inner_prefix|>Hm.<|inner_suffix|>Sure.<|tools_prefix|>[{"f": {"a": 1')

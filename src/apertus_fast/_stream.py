@@ -1091,6 +1091,20 @@ class Completion:
                             for block in m["content"]["blocks"]]
         return self._blocks
 
+    def to_dict(self) -> dict:
+        """A JSON-able dict (what ``apertus-fast completions`` writes a line):
+        ``content``, ``reasoning``, ``tool_calls``, ``tool_outputs``, ``finish_reason``,
+        ``closed``, ``messages``, and ``warnings`` and ``rest`` when not empty."""
+        out = {"content": self.content, "reasoning": self.reasoning,
+               "tool_calls": self.tool_calls, "tool_outputs": self.tool_outputs,
+               "finish_reason": self.finish_reason, "closed": self.closed,
+               "messages": self.messages}
+        if self.warnings:
+            out["warnings"] = self.warnings
+        if self.rest:
+            out["rest"] = self.rest
+        return out
+
     def openai(self) -> dict:
         """The completion as an OpenAI chat ``message``: ``role``, ``content`` (``None``
         when empty), ``reasoning_content`` (when there is reasoning) and ``tool_calls``

@@ -789,17 +789,6 @@ def _completion_of(value) -> tuple[str, str | None]:
     return completion, prompt
 
 
-def _completion_record(c) -> dict:
-    record = {"content": c.content, "reasoning": c.reasoning, "tool_calls": c.tool_calls,
-              "tool_outputs": c.tool_outputs, "finish_reason": c.finish_reason,
-              "closed": c.closed, "messages": c.messages}
-    if c.warnings:
-        record["warnings"] = c.warnings
-    if c.rest:
-        record["rest"] = c.rest
-    return record
-
-
 def _cmd_completions(args) -> int:
     from ._stream import parse_completion
 
@@ -835,7 +824,7 @@ def _cmd_completions(args) -> int:
                     if args.openai:
                         record = {"message": c.openai(), "finish_reason": c.finish_reason}
                     else:
-                        record = _completion_record(c)
+                        record = c.to_dict()
                     read += 1
                     if table is not None:
                         table.add_dict(lineno, record, kept)
