@@ -54,6 +54,10 @@ PROGRESS_INTERVAL = 0.1
 # json.dumps(obj, ensure_ascii=False) builds a JSONEncoder per call; reuse one (same output).
 _ENCODE_UNICODE = json.JSONEncoder(ensure_ascii=False).encode
 _ENCODE_ASCII = json.JSONEncoder().encode
+try:  # the compiled writer of the usual values (None for the rest), when built
+    from ._encode import json_line as _json_line_fast
+except ImportError:  # pure-Python install: the json module writes every line
+    _json_line_fast = None
 #: What a corrupt or truncated gzip stream raises besides OSError.
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 
@@ -320,7 +324,14 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
 def json_line(obj: Any) -> bytes:
     """``obj`` as one line of UTF-8 JSON (``ensure_ascii=False``) ending in ``\\n``.
     Strings with lone surrogates (valid JSON ``"\\ud800"`` escapes, not encodable as
-    UTF-8) fall back to ASCII escapes, so the line stays valid and lossless."""
+    UTF-8) fall back to ASCII escapes, so the line stays valid and lossless.
+
+    The compiled ``_encode.json_line`` writes the usual values (the same bytes, several
+    times faster); the json module writes whatever it leaves."""
+    if _json_line_fast is not None:
+        line = _json_line_fast(obj)
+        if line is not None:
+            return line
     s = _ENCODE_UNICODE(obj)
     try:
         return (s + "\n").encode("utf-8")

@@ -18,7 +18,6 @@ import contextlib
 import datetime as _dt
 import io
 import json
-import json.encoder as _json_encoder
 import os
 import signal
 import stat
@@ -398,10 +397,7 @@ def _cmd_render(args) -> int:
                      'a Parquet "text" column')
     # looked up per run (tests monkeypatch them)
     render_fn = _load_render_with_spans() if spans_mode else render
-    # == json.dumps(text, ensure_ascii=False) / json.dumps(text) for a str, without the
-    # cost of building a JSONEncoder per call (json.dumps does that for non-default args)
-    quote = _json_encoder.encode_basestring
-    quote_ascii = _json_encoder.encode_basestring_ascii
+    json_line = _io.json_line
     conversation = _LineOptions(_dialect(args), args.dialect is not None, _fixed_date(args),
                                 args.thinking, args.generation_prompt)
     t0 = time.perf_counter()
@@ -443,15 +439,11 @@ def _cmd_render(args) -> int:
                             record["text"] = result
                         write(_kept_line(record))
                         continue
+                    # (lone surrogates, which have no UTF-8, come out as ASCII escapes)
                     if spans_mode:
-                        text, spans = result
-                        head, tail = '{"text": ', ', "spans": ' + json.dumps(spans) + "}\n"
+                        write(json_line({"text": result[0], "spans": result[1]}))
                     else:
-                        text, head, tail = result, "", "\n"
-                    try:
-                        write((head + quote(text) + tail).encode("utf-8"))
-                    except UnicodeEncodeError:  # lone surrogates: escape them
-                        write((head + quote_ascii(text) + tail).encode("ascii"))
+                        write(json_line(result))
             finally:
                 if progress is not None:
                     progress.close()
@@ -697,6 +689,10 @@ _KEPT_ASCII = json.JSONEncoder(default=_plain).encode
 
 def _kept_line(record: dict) -> bytes:
     """One JSON line for a record with kept values (lone surrogates escaped)."""
+    if _io._json_line_fast is not None:  # plain values (JSONL input): the compiled writer
+        line = _io._json_line_fast(record)
+        if line is not None:
+            return line
     try:
         return (_KEPT_UNICODE(record) + "\n").encode("utf-8")
     except UnicodeEncodeError:
