@@ -100,7 +100,8 @@ def pytest_collection_modifyitems(session, config, items):
     apertus-1 ratio read 51x, and 74x when the two were timed alternately a minute
     later), and a ratio is only as good as the moment its two sides share. Within a
     file, the tests keep their order per dialect (baseline, floor, apertus-fast);
-    tests without a dialect stay after them."""
+    tests without a dialect stay after them. The command-line benchmarks group by their
+    ``command`` parameter the same way."""
     first_of_file: dict = {}
     dialects: dict = {}
 
@@ -108,7 +109,8 @@ def pytest_collection_modifyitems(session, config, items):
         i, item = pair
         path = str(getattr(item, "path", item.fspath))
         callspec = getattr(item, "callspec", None)
-        dialect = callspec.params.get("dialect") if callspec is not None else None
+        params = callspec.params if callspec is not None else {}
+        dialect = params.get("dialect", params.get("command"))
         rank = dialects.setdefault(dialect, len(dialects)) if dialect is not None else float("inf")
         return (first_of_file.setdefault(path, i), rank, i)
 

@@ -10,7 +10,8 @@ Usage (from the repository root)::
 The report has one table per question: rendering (jinja2 / minijinja / apertus-fast,
 conversations/s and MB/s of rendered text, speed-ups), the drop-in formatter, the lexer
 against the ``count("<|")`` floor, and the parser against the reference package's regex
-approach, and streaming model output against re-reading it after every chunk; then the
+approach, streaming model output against re-reading it after every chunk, and the
+command line against a json-module loop; then the
 skipped benchmarks with their reasons and the machine. Rates use one
 statistic of the rounds of each benchmark (``--stat``, default ``min``: the best round,
 the least disturbed by other processes on a shared machine).
@@ -296,6 +297,39 @@ def stream_table(r: Results) -> list[str]:
     return out
 
 
+def cli_table(r: Results) -> list[str]:
+    commands = [c for c in ("render", "parse") if r.by.get(("cli", c, "json loop"))
+                or r.by.get(("cli", c, "apertus-fast -j 1"))]
+    if not commands:
+        return []
+    out = ["### Command line (bulk JSONL)", "",
+           "`apertus-fast render` / `parse` on the apertus-1.5 corpus written 5 times over as JSONL "
+           "(output to /dev/null). Baseline: the loop a user writes with the json module "
+           "(`json.loads`, `render` or `parse(...).to_dict()`, `json.dumps(..., ensure_ascii=False)`, "
+           "write); the command's output is checked to be byte-identical to the loop's before timing. "
+           "`-j N`: N worker processes.", "",
+           "| command | lines | MB in | json loop lines/s | `-j 1` lines/s | `-j 1` MB/s | `-j 1` vs loop | "
+           "N | `-j N` lines/s | `-j N` MB/s | `-j N` vs loop |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in commands:
+        info = (r.info("cli", c, "apertus-fast -j 1") or r.info("cli", c, "json loop") or {})
+        lines, mb = info.get("lines", 0), info.get("bytes", 0) / 1e6
+        loop = r.seconds("cli", c, "json loop")
+        one = r.seconds("cli", c, "apertus-fast -j 1")
+        many = r.seconds("cli", c, "apertus-fast -j N")
+        jobs = (r.info("cli", c, "apertus-fast -j N") or {}).get("jobs", "—")
+
+        def rate(s, unit):
+            return None if not s else unit / s
+
+        out.append(f"| {c} | {lines:,} | {mb:.1f} | {_fmt_rate(rate(loop, lines))} | "
+                   f"{_fmt_rate(rate(one, lines))} | {_fmt_rate(rate(one, mb))} | "
+                   f"{_fmt_ratio(loop / one if (loop and one) else None)} | {jobs} | "
+                   f"{_fmt_rate(rate(many, lines))} | {_fmt_rate(rate(many, mb))} | "
+                   f"{_fmt_ratio(loop / many if (loop and many) else None)} |")
+    return out
+
+
 def machine_lines(data: dict, stat: str) -> list[str]:
     mi = data.get("machine_info", {})
     cpu = mi.get("cpu_model") or (mi.get("cpu") or {}).get("brand_raw") or mi.get("processor") or mi.get("machine")
@@ -329,7 +363,7 @@ def report(data: dict, stat: str, skips: list[str], failed: list[str]) -> str:
     r = Results(data, stat)
     parts = []
     for table in (render_table(r), spans_table(r), formatter_table(r), lex_table(r), parse_table(r),
-                  stream_table(r)):
+                  stream_table(r), cli_table(r)):
         if table:
             parts.append("\n".join(table))
     if skips:

@@ -122,6 +122,19 @@ class InputFile:
         """The underlying binary stream (not decompressed)."""
         return self._raw
 
+    @property
+    def start(self) -> int:
+        """Where in the file reading began (0 for a path; stdin may have been read
+        before)."""
+        return self._start
+
+    def seekable_path(self) -> str | None:
+        """The path of a regular, uncompressed file opened by name, which other
+        processes can read at the same offsets; else ``None``."""
+        if self._owned and not self.compressed and self.size is not None:
+            return os.path.abspath(self.name)
+        return None
+
     def position(self) -> int | None:
         """Bytes of :attr:`size` consumed so far (``None`` if unknown)."""
         if self.size is None:
@@ -134,6 +147,14 @@ class InputFile:
     def __iter__(self) -> Iterator[bytes]:
         try:
             yield from self._file
+        except _READ_ERRORS as exc:
+            raise InputError(f"cannot read {self.name}: {exc}") from exc
+
+    def read_block(self, n: int) -> bytes:
+        """Up to ``n`` more (decompressed) bytes; ``b""`` at the end. Lines already
+        taken by iterating are not read again."""
+        try:
+            return self._file.read(n)
         except _READ_ERRORS as exc:
             raise InputError(f"cannot read {self.name}: {exc}") from exc
 

@@ -1,0 +1,312 @@
+"""``--jobs N``: the commands in worker processes give what one process gives.
+
+Every command, on inputs that mix good lines, bad JSON, lines of the wrong shape, lines
+that fail to render or parse, blank and whitespace lines, CRLF endings and a last line
+without its newline, must write the same output bytes, report the same problems in the
+same order and end with the same exit status and counts, for any number of workers
+and any block size (the blocks are shrunk here so that a small input makes many).
+Also: gzip output made of the workers' members, Parquet in and out, stdin, a line
+longer than a block, a worker that dies, and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+
+import pytest
+
+from apertus_fast import cli
+
+from .test_cli import (CONVERSATIONS, DATE, RENDERED_15, bad_corpus, good_line, render,
+                       sample_completions, sample_values, write_lines)
+
+#: (workers, block bytes): one block per line or two, and a few lines per block
+SETTINGS = [(2, 1), (3, 700), (2, 5000)]
+
+
+def run(capsys, argv):
+    """(exit status, stdout, stderr lines) of ``cli.main(argv)``, with the summary's
+    timing cut off."""
+    status = cli.main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    err = [re.sub(r" in [0-9.]+ s \(.*$", "", line) for line in captured.err.splitlines()]
+    return status, captured.out, err
+
+
+def mixed_lines(tmp_path):
+    """Conversations for render/validate: the samples and every kind of bad line."""
+    lines = bad_corpus(tmp_path).read_text(encoding="utf-8").splitlines()
+    lines += [json.dumps(v, ensure_ascii=False) for v in sample_values()]
+    lines += ["\t ", '{"messages": [{"role": "user", "content": "lone \\ud800"}]}', "[1, 2]",
+              good_line("😀" * 300)]
+    return lines
+
+
+def write_mixed(tmp_path, lines, name="in.jsonl"):
+    """The lines with CRLF endings on every third and no newline after the last."""
+    data = "".join(line + ("\r\n" if i % 3 == 2 else "\n") for i, line in enumerate(lines))
+    path = tmp_path / name
+    path.write_bytes(data.rstrip("\n").encode("utf-8"))
+    return path
+
+
+def same_as_one_process(tmp_path, capsys, monkeypatch, argv, out_name="out.jsonl"):
+    """Run ``argv`` with -j 1 and with each of SETTINGS; every run must agree."""
+    out = tmp_path / out_name
+    base = run(capsys, [*argv, "-o", out]) + (out.read_bytes(),)
+    for jobs, block in SETTINGS:
+        monkeypatch.setattr(cli, "BATCH_BYTES", block)
+        monkeypatch.setattr(cli, "BATCH_ROWS", max(1, block // 500))
+        got = run(capsys, [*argv, "-o", out, "-j", jobs]) + (out.read_bytes(),)
+        assert got == base, (jobs, block)
+    return base
+
+
+@pytest.mark.parametrize("extra", [[], ["--spans"], ["--text"], ["--keep", "id,messages_count"],
+                                   ["--thinking", "--generation-prompt", "--dialect", "apertus-1.5"]])
+def test_render(tmp_path, capsys, monkeypatch, extra):
+    src = write_mixed(tmp_path, mixed_lines(tmp_path))
+    status, _, err, data = same_as_one_process(
+        tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE, *extra])
+    assert status == 1 and data
+    assert any(":2: invalid JSON" in line for line in err)
+    assert re.search(r"rendered \d+, failed \d+, skipped blank 3", err[-1]), err[-1]
+
+
+def rendered_lines(dialect="apertus-1.5"):
+    texts = []
+    for v in sample_values():
+        messages = v["messages"] if isinstance(v, dict) else v
+        try:
+            texts.append(render(messages, dialect=dialect, tools=v.get("tools") if isinstance(v, dict) else None,
+                                date=DATE))
+        except Exception:  # noqa: BLE001 - samples meant for other dialects
+            continue
+    return texts
+
+
+@pytest.mark.parametrize("extra", [[], ["--lenient"], ["--keep", "id"]])
+def test_parse(tmp_path, capsys, monkeypatch, extra):
+    texts = rendered_lines()
+    lines = [json.dumps(t, ensure_ascii=False) for t in texts]
+    lines += [json.dumps({"text": t[: len(t) // 2], "id": i}) for i, t in enumerate(texts[:6])]
+    lines += ["", "{", "42", json.dumps("<|user_start|>no end"), json.dumps({"id": 1})]
+    src = write_mixed(tmp_path, lines)
+    status, _, err, data = same_as_one_process(
+        tmp_path, capsys, monkeypatch, ["parse", src, "--dialect", "apertus-1.5", *extra])
+    assert data and status == 1
+    if "--lenient" in extra:
+        assert any("warning:" in line for line in err)
+
+
+@pytest.mark.parametrize("extra", [[], ["--openai", "--keep", "id"]])
+def test_completions(tmp_path, capsys, monkeypatch, extra):
+    lines = [json.dumps(c, ensure_ascii=False) for c in sample_completions()]
+    lines += [json.dumps({"completion": "Hi<|assistant_end|>", "id": 7}), "[]", "",
+              json.dumps({"completion": "x", "prompt": "<s><|user_start|>no turn"})]
+    src = write_mixed(tmp_path, lines)
+    status, _, err, data = same_as_one_process(
+        tmp_path, capsys, monkeypatch, ["completions", src, "--dialect", "apertus-1.5", *extra])
+    assert data and status == 1
+    if "--openai" in extra:  # tool-call ids carry the line number, worked out in the workers
+        assert b'"call_' in data
+
+
+def test_validate(tmp_path, capsys, monkeypatch):
+    lines = mixed_lines(tmp_path) + [json.dumps(t, ensure_ascii=False) for t in rendered_lines("apertus-1")]
+    lines.append(json.dumps("<|user_start|>broken"))
+    src = write_mixed(tmp_path, lines)
+    base = run(capsys, ["validate", src, "--dialect", "apertus-1"])
+    assert base[0] == 1 and base[1]
+    for jobs, block in SETTINGS:
+        monkeypatch.setattr(cli, "BATCH_BYTES", block)
+        assert run(capsys, ["validate", src, "--dialect", "apertus-1",
+                            "-j", jobs]) == base
+
+
+def test_gzip_output_is_the_workers_members(tmp_path, capsys, monkeypatch):
+    src = write_lines(tmp_path / "in.jsonl", [json.dumps(v, ensure_ascii=False) for v in sample_values()])
+    one, many = tmp_path / "one.jsonl.gz", tmp_path / "many.jsonl.gz"
+    assert cli.main(["render", str(src), "--date", DATE, "-o", str(one)]) == 0
+    monkeypatch.setattr(cli, "BATCH_BYTES", 2000)
+    assert cli.main(["render", str(src), "--date", DATE, "-o", str(many), "-j", "2"]) == 0
+    assert gzip.decompress(many.read_bytes()) == gzip.decompress(one.read_bytes())
+    assert many.read_bytes().count(b"\x1f\x8b\x08") > 1  # several members
+    # an empty output is still a gzip file
+    empty = write_lines(tmp_path / "empty.jsonl", ["", "  "])
+    assert cli.main(["render", str(empty), "-o", str(many), "-j", "2"]) == 0
+    assert gzip.decompress(many.read_bytes()) == b""
+    capsys.readouterr()
+
+
+def test_gzip_input_and_stdin(tmp_path, capsys, monkeypatch):
+    lines = mixed_lines(tmp_path)
+    data = write_mixed(tmp_path, lines).read_bytes()
+    gz = tmp_path / "in.jsonl.gz"
+    gz.write_bytes(gzip.compress(data))
+    out = tmp_path / "out.jsonl"
+    base = run(capsys, ["render", gz, "--date", DATE, "-o", out]) + (out.read_bytes(),)
+    monkeypatch.setattr(cli, "BATCH_BYTES", 300)
+    assert run(capsys, ["render", gz, "--date", DATE, "-o", out, "-j", 2]) + (out.read_bytes(),) == base
+    import io
+    import sys
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    status, _, err = run(capsys, ["render", "-", "--date", DATE, "-o", out, "-j", 2])
+    assert status == 1 and out.read_bytes() == base[3]
+    assert err == [line.replace(str(gz), "<stdin>") for line in base[2]]
+
+
+def test_a_line_longer_than_a_block(tmp_path, capsys, monkeypatch):
+    lines = [good_line("short"), good_line("long " * 5000), "", good_line("after")]
+    src = write_lines(tmp_path / "in.jsonl", lines)
+    monkeypatch.setattr(cli, "BATCH_BYTES", 64)
+    with cli._io.open_input(str(src)) as inp:
+        blocks = list(cli._line_blocks((), inp, None))
+    data = src.read_bytes()
+    assert b"".join(b for _, b, _ in blocks) == data
+    assert [n for n, _, _ in blocks] == [1] + [1 + sum(b.count(b"\n") for _, b, _ in blocks[:i])
+                                               for i in range(1, len(blocks))]
+    assert all(b.endswith(b"\n") and data[o:o + len(b)] == b for _, b, o in blocks)
+    same_as_one_process(tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE])
+
+
+def test_parquet_in_and_out(tmp_path, capsys, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [{"messages": json.dumps(v["messages"] if isinstance(v, dict) else v, ensure_ascii=False),
+             "id": i} for i, v in enumerate(sample_values())]
+    rows.insert(3, {"messages": None, "id": 99})                      # reported by the source
+    rows.insert(5, {"messages": '[{"role": "robot"}]', "id": 98})     # reported by a worker
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), src)
+    base = same_as_one_process(tmp_path, capsys, monkeypatch,
+                               ["render", src, "--date", DATE, "--keep", "id"], "out.parquet")
+    assert base[0] == 1
+    errors = [line for line in base[2] if ":row " in line]
+    assert [e.split(":")[1] for e in errors] == ["row 4", "row 6"]  # in row order
+
+
+def test_zero_means_one_worker_per_cpu(tmp_path, capsys):
+    src = write_lines(tmp_path / "in.jsonl", [good_line()] * 3)
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["render", str(src), "--date", DATE, "-o", str(out), "-j", "0"]) == 0
+    assert len(out.read_bytes().splitlines()) == 3
+    assert cli._jobs(type("A", (), {"jobs": 0})()) >= 1
+    capsys.readouterr()
+
+
+needs_fork = pytest.mark.skipif(cli._mp_context().get_start_method() != "fork",
+                                reason="the workers do not fork from this process, so a "
+                                       "patched function does not reach them")
+
+
+@needs_fork
+def test_a_worker_that_dies_is_exit_2_and_no_output(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    real = cli.render
+
+    def dying_render(messages, **kw):
+        if "die" in json.dumps(messages):
+            os._exit(3)
+        return real(messages, **kw)
+
+    monkeypatch.setattr(cli, "render", dying_render)
+    monkeypatch.setattr(cli, "BATCH_BYTES", 100)
+    src = write_lines(tmp_path / "in.jsonl", [good_line()] * 20 + [good_line("die")] + [good_line()] * 20)
+    assert cli.main(["render", str(src), "--date", DATE, "-o", str(out), "-j", "2"]) == 2
+    assert "a worker process died" in capsys.readouterr().err
+    assert out.read_text() == "previous\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "out.jsonl"]
+
+
+def test_ctrl_c_stops_the_workers_and_leaves_no_output(tmp_path, capsys, monkeypatch):
+    import multiprocessing
+
+    out = tmp_path / "out.jsonl"
+    replays = []
+
+    def interrupted(record, sink):
+        replays.append(1)
+        if len(replays) == 3:
+            raise KeyboardInterrupt
+        return real(record, sink)
+
+    real = cli._replay
+    monkeypatch.setattr(cli, "_replay", interrupted)
+    monkeypatch.setattr(cli, "BATCH_BYTES", 100)
+    src = write_lines(tmp_path / "in.jsonl", [good_line()] * 50)
+    before = set(multiprocessing.active_children())
+    assert cli.main(["render", str(src), "--date", DATE, "-o", str(out), "-j", "2"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
+    # the pool's workers were stopped (and joined) before the command returned
+    assert not [c for c in set(multiprocessing.active_children()) - before if c.is_alive()]
+
+
+def test_the_samples_with_jobs(tmp_path, capsys):
+    one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
+    assert cli.main(["render", str(CONVERSATIONS), "--date", DATE, "-o", str(one)]) == 0
+    assert cli.main(["render", str(CONVERSATIONS), "--date", DATE, "-o", str(many), "-j", "2"]) == 0
+    assert one.read_bytes() == many.read_bytes()
+    assert cli.main(["parse", str(RENDERED_15), "--dialect", "apertus-1.5", "-j", "2"]) == 0
+    capsys.readouterr()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGKILL", -9)])
+def test_signals_stop_the_workers_too(tmp_path, sig, status):
+    """The real entry point with -j 2, signalled mid-run: the exit status of one process,
+    no temp file left, and no worker left behind, even when the parent is killed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .test_cli import PKG_ROOT
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(CONVERSATIONS.read_bytes() * 3000)
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    out = outdir / "rendered.jsonl"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", "render", str(big), "-o", str(out),
+                             "--date", DATE, "-j", "2"], stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while (len(workers) < 2 or not os.listdir(outdir)) and proc.poll() is None \
+            and time.monotonic() < deadline:
+        workers = _children(proc.pid)
+        time.sleep(0.01)
+    assert proc.poll() is None, "finished before the signal; make the input bigger"
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert b"Traceback" not in err
+    deadline = time.monotonic() + 20
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [w for w in workers if _alive(w)]
+    if sig != "SIGKILL":  # (a killed process cannot clean up its temp file)
+        assert os.listdir(outdir) == []
