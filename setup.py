@@ -19,7 +19,7 @@ CYTHON_MODULES = [
     ("apertus_fast._render_fast", "src/apertus_fast/_render_fast.pyx"),
     ("apertus_fast._parse", "src/apertus_fast/_parse.py"),
     ("apertus_fast._stream", "src/apertus_fast/_stream.py"),
-    ("apertus_fast._encode", "src/apertus_fast/_encode.pyx"),
+    ("apertus_fast._jsonl", "src/apertus_fast/_jsonl.pyx"),
 ]
 
 

@@ -10,7 +10,7 @@ rendered texts, one JSON string a line, for ``parse``. Outputs go to ``/dev/null
   ensure_ascii=False)``, encode and write.
 * ``apertus-fast <command> -j 1``: the command in one process (``cli.main``), which
   adds the per-line checks, error reporting and counting, and writes its JSON lines
-  with the compiled encoder (``_encode``).
+  with the compiled encoder (``_jsonl``).
 * ``apertus-fast <command> -j N``: with N worker processes (N = the CPUs this process
   may use, at least 2), to show how the command scales on this machine.
 

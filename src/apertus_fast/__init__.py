@@ -75,9 +75,9 @@ _REFERENCE_MODULES = ("enums", "models", "formatter")
 
 #: Modules that are compiled by Cython when the package is built with a compiler.
 #: ``_render_fast`` (the renderer's hot path) exists only compiled: without it, the
-#: general renderer in ``_render`` renders everything. ``_encode`` (the command line's
+#: general renderer in ``_render`` renders everything. ``_jsonl`` (the command line's
 #: JSON lines) likewise: without it, the json module writes them.
-_NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse", "_stream", "_encode")
+_NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse", "_stream", "_jsonl")
 
 
 def backends() -> dict[str, str]:
@@ -90,7 +90,7 @@ def backends() -> dict[str, str]:
         # the spec says which file an import would load, without importing it
         spec = importlib.util.find_spec(f"{__name__}.{name}")
         origin = (spec.origin or "") if spec is not None else ""
-        if name in ("_lexer", "_render_fast", "_encode") and not origin:
+        if name in ("_lexer", "_render_fast", "_jsonl") and not origin:
             result[name] = "python"  # the twin _lexer_py / the general renderer / json runs instead
         else:
             result[name] = "python" if origin.endswith(".py") else "cython"

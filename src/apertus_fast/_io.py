@@ -41,6 +41,7 @@ __all__ = [
     "atomic_output",
     "stdout_binary",
     "json_line",
+    "json_loads",
     "read_jsonl",
     "write_jsonl",
     "Progress",
@@ -54,10 +55,12 @@ PROGRESS_INTERVAL = 0.1
 # json.dumps(obj, ensure_ascii=False) builds a JSONEncoder per call; reuse one (same output).
 _ENCODE_UNICODE = json.JSONEncoder(ensure_ascii=False).encode
 _ENCODE_ASCII = json.JSONEncoder().encode
-try:  # the compiled writer of the usual values (None for the rest), when built
-    from ._encode import json_line as _json_line_fast
-except ImportError:  # pure-Python install: the json module writes every line
+try:  # the compiled writer of the usual values (None for the rest), and the reader
+    from ._jsonl import json_line as _json_line_fast
+    from ._jsonl import loads as json_loads
+except ImportError:  # pure-Python install: the json module writes and reads every line
     _json_line_fast = None
+    json_loads = json.loads
 #: What a corrupt or truncated gzip stream raises besides OSError.
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 
@@ -347,7 +350,7 @@ def json_line(obj: Any) -> bytes:
     Strings with lone surrogates (valid JSON ``"\\ud800"`` escapes, not encodable as
     UTF-8) fall back to ASCII escapes, so the line stays valid and lossless.
 
-    The compiled ``_encode.json_line`` writes the usual values (the same bytes, several
+    The compiled ``_jsonl.json_line`` writes the usual values (the same bytes, several
     times faster); the json module writes whatever it leaves."""
     if _json_line_fast is not None:
         line = _json_line_fast(obj)
@@ -364,7 +367,7 @@ def read_jsonl(path: str | os.PathLike | None = "-") -> Iterator[tuple[int, Any]
     """Yield ``(line_number, value)`` for each non-blank line of a JSONL file (gzip
     or not; ``"-"`` for stdin). Raises :class:`JsonlError` at the first invalid line
     and :class:`InputError` if the file cannot be read."""
-    loads = json.loads
+    loads = json_loads
     with InputFile(path) as f:
         for lineno, line in enumerate(f, 1):
             if line.isspace():

@@ -539,7 +539,7 @@ def _worker_block(lineno: int, block: bytes):
     handler, keep, compress = _WORKER
     rec = _Recorder()
     done = blank = lines = 0
-    loads = json.loads
+    loads = _io.json_loads
     # (lines with their newline, as the file gives them: a JSON error's column and a
     # UTF-8 error's byte are then counted as in one process)
     for lineno, line in enumerate(io.BytesIO(block), lineno):
@@ -824,7 +824,7 @@ def _detect_format(inp: _io.InputFile, forced: str):
     value = _NOT_JSON
     if first is not None and forced != "raw":
         try:
-            value = json.loads(first)
+            value = _io.json_loads(first)
         except (ValueError, RecursionError):
             value = _NOT_JSON
     if forced == "auto":
@@ -911,7 +911,7 @@ def _nonblank_lines(numbered, progress, counts):
 def _decoded_lines(lines, error):
     """(lineno, JSON value) for each of ``lines`` (as _nonblank_lines yields them),
     reporting with ``error(lineno, reason)`` those that are not JSON."""
-    loads = json.loads
+    loads = _io.json_loads
     for lineno, line, value in lines:
         if value is _NOT_JSON:
             try:

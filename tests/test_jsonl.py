@@ -1,0 +1,284 @@
+"""The command line's JSON lines (``_io.json_line``, ``_io.json_loads``) against the
+json module.
+
+Reading: ``_jsonl.loads`` must give ``json.loads``'s value (types, float bits, key
+order) or its exception (type and message) for every input: generated documents, the
+same mutated byte by byte, and a list of edge cases; the reader alone either gives that
+value or leaves the input to json.
+
+Writing:
+
+Compiled, ``_jsonl.json_line`` writes the usual values as UTF-8 in one pass and leaves
+the rest (other types, subclasses, non-str keys, lone surrogates, deep nesting) to the
+json module. Either way a line must be exactly ``json.dumps(obj, ensure_ascii=False)``
+plus a newline in UTF-8, or, for a string with a lone surrogate (no UTF-8), the ASCII
+escaped ``json.dumps(obj)``: the lines of the compiled and the pure-Python builds are
+byte-identical.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apertus_fast import _io
+
+try:
+    from apertus_fast import _jsonl
+except ImportError:  # pure-Python install
+    _jsonl = None
+
+needs_compiled = pytest.mark.skipif(
+    _jsonl is None, reason="_jsonl is not compiled (pure-Python install): json writes every line")
+
+_settings = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def expected(obj) -> bytes:
+    try:
+        return (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(obj) + "\n").encode("ascii")
+
+
+# every kind of string storage (1, 2, 4 bytes a character), the escapes, and surrogates
+characters = st.one_of(
+    st.characters(max_codepoint=0x7F),
+    st.characters(min_codepoint=0x80, max_codepoint=0xFF),
+    st.characters(min_codepoint=0x100, max_codepoint=0xFFFF),
+    st.characters(min_codepoint=0x10000),
+    st.sampled_from(list('"\\/\b\f\n\r\t\x00\x01\x1f\x7f\x80\xff\u2028\ud800\udfff\uffff')),
+)
+texts = st.text(characters, max_size=40)
+numbers = st.one_of(
+    st.integers(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 0, -1]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e16, 1e-7, 1.5e300, 5e-324]),
+)
+scalars = st.none() | st.booleans() | numbers | texts
+values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4)
+    | st.lists(children, max_size=3).map(tuple)
+    | st.dictionaries(texts, children, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(values)
+@settings(max_examples=3000, **_settings)
+def test_json_line_is_json_dumps(obj):
+    assert _io.json_line(obj) == expected(obj)
+
+
+@needs_compiled
+@given(values)
+@settings(max_examples=3000, **_settings)
+def test_compiled_writer_writes_exactly_or_leaves_it(obj):
+    line = _jsonl.json_line(obj)
+    if line is None:  # only for a lone surrogate among these values
+        assert "\\ud" in json.dumps(obj)
+    else:
+        assert line == (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+@needs_compiled
+@pytest.mark.parametrize("text", [
+    "", "plain ascii", "quote \" backslash \\ slash /", "\b\f\n\r\t\x00\x1f\x7f",
+    "é à ÿ \x80", "€ 中文 \u2028 \uffff", "😀 emoji \U0010ffff", "mixed \x01 é € 😀 \"",
+    "a" * 5000, "é" * 5000 + "\n", "中" * 3000 + "\\", "😀" * 3000 + "\x02",
+])
+def test_strings_of_every_width(text):
+    assert _jsonl.json_line(text) == expected(text)
+    assert _jsonl.json_line([text, {text: text}]) == expected([text, {text: text}])
+
+
+@needs_compiled
+@pytest.mark.parametrize("obj", [
+    "lone \ud800", ["x", "😀\udfff"], {"k\udc00": 1},        # no UTF-8
+    {1: "a"}, {None: 1}, {True: 1}, {1.5: 2},                  # keys json converts
+    b"bytes", bytearray(b"x"), {1, 2}, object(),               # json rejects these
+])
+def test_values_it_leaves_to_the_json_module(obj):
+    assert _jsonl.json_line(obj) is None
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Name(str):
+    pass
+
+
+@pytest.mark.parametrize("obj", [
+    Color.RED, [Color.RED], Name("x"), {"k": Name("v")}, {Name("k"): 1},
+    {1: "a", None: 2, True: 3, 1.5: 4}, ["lone \ud800"],
+])
+def test_subclasses_and_odd_keys_as_json_writes_them(obj):
+    if _jsonl is not None:
+        assert _jsonl.json_line(obj) is None
+    assert _io.json_line(obj) == expected(obj)
+
+
+def test_errors_are_json_errors():
+    with pytest.raises(TypeError):
+        _io.json_line({"k": b"x"})
+    circular = []
+    circular.append(circular)
+    with pytest.raises(ValueError, match="Circular reference"):
+        _io.json_line(circular)
+    with pytest.raises(ValueError, match="integer string conversion"):
+        _io.json_line([10**5000])  # the same limit as int.__repr__
+
+
+def test_nesting_deeper_than_the_writer_goes():
+    depth = (_jsonl.MAX_DEPTH if _jsonl is not None else 100) + 5
+    obj: object = "leaf"
+    for i in range(depth):
+        obj = [obj] if i % 2 else {"k": obj}
+    if _jsonl is not None:
+        assert _jsonl.json_line(obj) is None
+    assert _io.json_line(obj) == expected(obj)
+
+
+def test_floats_as_repr_writes_them():
+    for x in (0.1, 1 / 3, 1e22, 1e-5, 123456789012345680.0, -0.0, math.pi, 2.0**-1074):
+        assert _io.json_line(x) == (repr(x) + "\n").encode()
+    assert _io.json_line([math.inf, -math.inf, math.nan]) == b"[Infinity, -Infinity, NaN]\n"
+
+
+# --------------------------------------------------------------------------- reading
+
+needs_reader = needs_compiled
+
+
+def same(a, b) -> bool:
+    """Exactly the same JSON value: types, float bits (NaN and -0.0 included), key order."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return repr(a) == repr(b)
+    if type(a) is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def outcome(f, data):
+    try:
+        return ("value", f(data))
+    except Exception as exc:  # noqa: BLE001 - compared with json's
+        return ("error", type(exc), str(exc))
+
+
+def agrees(data: bytes) -> None:
+    """``_jsonl.loads`` gives what ``json.loads`` gives (value or error) and the reader
+    alone either gives the same value or leaves the input to json."""
+    want = outcome(json.loads, data)
+    got = outcome(_jsonl.loads, data)
+    if want[0] == "value":
+        assert got[0] == "value" and same(got[1], want[1]), (data, got, want)
+        alone = _jsonl._read(data)
+        if alone is not None:
+            assert same(alone, want[1]), (data, alone, want)
+    else:
+        assert got == want, (data, got, want)
+        assert _jsonl._read(data) is None, data
+
+
+try:
+    from apertus_fast import _jsonl
+except ImportError:
+    _jsonl = None
+
+
+@st.composite
+def json_documents(draw) -> bytes:
+    value = draw(values)
+    text = json.dumps(value, ensure_ascii=draw(st.booleans()),
+                      indent=draw(st.sampled_from([None, 0, 2])),
+                      separators=draw(st.sampled_from([None, (",", ":"), (" , ", " :\t")])))
+    pad = draw(st.sampled_from(["", " ", "\n", "\r\n", "\t \n"]))
+    return (pad + text + pad).encode("utf-8", "surrogatepass")
+
+
+@needs_reader
+@given(json_documents())
+@settings(max_examples=3000, **_settings)
+def test_reader_reads_what_json_reads(data):
+    agrees(data)
+    assert _jsonl._read(data) is not None or b"null" == data.strip() or \
+        data.strip().count(b"[") + data.strip().count(b"{") > _jsonl.MAX_READ_DEPTH
+
+
+# bytes that matter to the grammar and to UTF-8, and some that do not
+_BYTES = [bytes([b]) for b in b'{}[]",:\\/ \t\n\r0123456789.eE+-abfnrtuINaly'] + [
+    b"\x00", b"\x1f", b"\x7f", b"\x80", b"\xbf", b"\xc0", b"\xc2", b"\xe0", b"\xed", b"\xa0",
+    b"\xf0", b"\xf4", b"\x90", b"\xf5", b"\xff", b"\xef\xbb\xbf", "é".encode(), "😀".encode(),
+    b"\\u", b"\\ud83d", b"\\ude00", b"\\ud800", b"\\u00e9",
+]
+
+
+@needs_reader
+@given(json_documents(), st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(_BYTES),
+                                            st.integers(0, 2)), min_size=1, max_size=4))
+@settings(max_examples=3000, **_settings)
+def test_reader_on_mutated_documents(data, edits):
+    buf = bytearray(data)
+    for pos, piece, how in edits:
+        pos %= len(buf) + 1
+        if how == 0:
+            buf[pos:pos] = piece                       # insert
+        elif how == 1:
+            buf[pos:pos + len(piece)] = piece          # overwrite
+        else:
+            del buf[pos:pos + 1]                       # delete
+    agrees(bytes(buf))
+
+
+@needs_reader
+@pytest.mark.parametrize("data", [
+    b"", b" ", b"\n", b"null", b"true", b"false", b"NaN", b"Infinity", b"-Infinity", b"-",
+    b"0", b"-0", b"01", b"1.", b".5", b"1e", b"1e+", b"1E-5", b"1.5e308", b"1e400", b"-1e400",
+    b"123456789012345678", b"1234567890123456789", b"-9223372036854775808",
+    b"9" * 4300, b"9" * 4301, b"0." + b"1" * 400, b"1" * 500 + b".5",
+    b'""', b'"\\"', b'"\\x"', b'"\\u12"', b'"\\u12G4"', b'"\\uD83D\\uDE00"', b'"\\ud83d\\ude00"',
+    b'"\\ud800"', b'"\\ud800\\u0041"', b'"\\ud800\\ud800"', b'"\\udc00\\ud800"', b'"\\ud800\\u"',
+    b'"\\ud800\\uzzzz"', b'"\\ud800\\', b'"a\x00b"', b'"a\x1fb"', b'"a\x7fb"', b'"\t"', b'"\\/"',
+    b'"\xc3\xa9"', b'"\xc3"', b'"\xc3\x28"', b'"\xc0\xaf"', b'"\xe0\x80\xaf"', b'"\xe0\xa0\x80"',
+    b'"\xed\xa0\x80"', b'"\xed\xbf\xbf"', b'"\xed\xa0\xbd\xed\xb8\x80"', b'"\xef\xbf\xbf"',
+    b'"\xf0\x8f\xbf\xbf"', b'"\xf0\x90\x80\x80"', b'"\xf4\x8f\xbf\xbf"', b'"\xf4\x90\x80\x80"',
+    b'"\xf5\x80\x80\x80"', b'"\xff"', b'"\x80"', b'"\xe2\x82"', b'"\xf0\x9f\x98"',
+    b"\xef\xbb\xbf{}", b'\xef\xbb\xbf"x"', b"\xff\xfe{\x00}\x00", b"{\x00}\x00", b'"\x00x\x00"',
+    b"[1,]", b"[,1]", b"[1 2]", b'{"a" 1}', b'{"a":1,}', b'{1: 2}', b'{"a":1 "b":2}',
+    b"[] []", b"[]x", b"[1]\x0b", b"\x0c[1]", b"[\xa0]", b"tru", b"nul", b"nan", b"infinity",
+    b'{"a": 1, "a": 2}', b'{"k": {"k": {"k": 1}}}', b"[" * 99 + b"]" * 99, b"[" * 100 + b"]" * 100,
+    b"[" * 101 + b"]" * 101, b"[" * 1500 + b"]" * 1500, b'{"a":' * 120 + b"1" + b"}" * 120,
+])
+def test_reader_edge_cases(data):
+    agrees(data)
+
+
+@needs_reader
+def test_reader_shares_key_objects_as_json_does():
+    value = _jsonl.loads(b'[{"role": "user", "content": "a"}, {"role": "x", "content": "b"}]')
+    (k1, k2), (k3, k4) = value[0], value[1]
+    assert k1 is k3 and k2 is k4
+    assert _jsonl.loads("[1]") == [1]          # str input: json.loads
+    assert _jsonl.loads(bytearray(b"[1]")) == [1]
+
+
+def test_json_loads_of_io_is_json_loads():
+    assert _io.json_loads(b'{"a": [1, "\\u00e9"]}') == {"a": [1, "é"]}
+    with pytest.raises(json.JSONDecodeError) as info:
+        _io.json_loads(b'{"a": }')
+    assert info.value.colno == 7
