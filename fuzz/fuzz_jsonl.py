@@ -31,7 +31,9 @@ import atheris
 if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "src"))
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 from apertus_fast import _jsonl  # noqa: E402
+from tests.json_compare import outcome, same  # noqa: E402
 
 PIECES = [b"{", b"}", b"[", b"]", b'"', b":", b",", b" ", b"\n", b"\t", b"\r", b"\\",
           b'"k": ', b'"role"', b'"content"', b"true", b"false", b"null", b"NaN", b"Infinity",
@@ -42,31 +44,12 @@ PIECES = [b"{", b"}", b"[", b"]", b'"', b":", b",", b" ", b"\n", b"\t", b"\r", b
           b"\x80", b"\xf4\x90\x80\x80", b"\xef\xbb\xbf", b"\x00", b"\x1f", b"\x7f"]
 
 
-def same(a, b) -> bool:
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        return repr(a) == repr(b)
-    if type(a) is list:
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if type(a) is dict:
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return a == b
-
-
 def depth(v) -> int:
     if type(v) is list:
         return 1 + max(map(depth, v), default=0)
     if type(v) is dict:
         return 1 + max(map(depth, v.values()), default=0)
     return 0
-
-
-def outcome(f, data):
-    try:
-        return ("value", f(data))
-    except Exception as exc:  # noqa: BLE001 - compared with json's
-        return ("error", type(exc), str(exc))
 
 
 def _seeds() -> list[bytes]:

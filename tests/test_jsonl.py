@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 
 from apertus_fast import _io
 
+from .json_compare import outcome, same
+
 try:
     from apertus_fast import _jsonl
 except ImportError:  # pure-Python install
@@ -158,26 +160,6 @@ def test_floats_as_repr_writes_them():
 # --------------------------------------------------------------------------- reading
 
 needs_reader = needs_compiled
-
-
-def same(a, b) -> bool:
-    """Exactly the same JSON value: types, float bits (NaN and -0.0 included), key order."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        return repr(a) == repr(b)
-    if type(a) is list:
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if type(a) is dict:
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return a == b
-
-
-def outcome(f, data):
-    try:
-        return ("value", f(data))
-    except Exception as exc:  # noqa: BLE001 - compared with json's
-        return ("error", type(exc), str(exc))
 
 
 def agrees(data: bytes) -> None:
