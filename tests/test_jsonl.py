@@ -264,3 +264,16 @@ def test_json_loads_of_io_is_json_loads():
     with pytest.raises(json.JSONDecodeError) as info:
         _io.json_loads(b'{"a": }')
     assert info.value.colno == 7
+
+
+@pytest.mark.parametrize("wide", ["", "é", "€", "😀"])
+@pytest.mark.parametrize("special", ['"', "\\", "\n", "\x01", "é", "€", "😀", "\x7f"])
+def test_every_position_of_a_special_character(wide, special):
+    """The 16/8/4-characters-a-step runs end exactly at the character that needs work,
+    wherever it falls in a step, in strings of every width, written and read back."""
+    for n in range(0, 41):
+        for k in range(n + 1):
+            text = wide + "a" * k + special + "b" * (n - k)
+            line = _io.json_line(text)
+            assert line == expected(text), (wide, special, n, k)
+            assert _io.json_loads(line) == text

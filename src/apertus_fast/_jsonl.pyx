@@ -112,6 +112,95 @@ cdef extern from *:
         return c >= 0x20 && c < 0x80 && c != '"' && c != '\\\\';
     }
 
+    /* Runs of plain characters (ae_plain) in strings of each width: where the run
+       starting at i ends, and the run written out as bytes. SSE2 (every x86-64 CPU
+       has it) takes 16, 8 or 4 characters a step; a plain loop does the rest. */
+    #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+    #include <emmintrin.h>
+    #define AE_SSE2 1
+    #else
+    #define AE_SSE2 0
+    #endif
+
+    static CYTHON_INLINE const unsigned char *ae_run1(const unsigned char *p, const unsigned char *end) {
+    #if AE_SSE2
+        const __m128i quote = _mm_set1_epi8(34), bslash = _mm_set1_epi8(92), space = _mm_set1_epi8(32);
+        while (end - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            /* signed: bytes >= 0x80 are negative, so "< 32" also finds them */
+            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                     _mm_cmplt_epi8(v, space));
+            int bits = _mm_movemask_epi8(m);
+            if (bits) return p + __builtin_ctz((unsigned)bits);
+            p += 16;
+        }
+    #endif
+        while (p < end && ae_plain(*p)) p++;
+        return p;
+    }
+
+    static CYTHON_INLINE Py_ssize_t ae_run2(const Py_UCS2 *d, Py_ssize_t i, Py_ssize_t len) {
+    #if AE_SSE2
+        const __m128i quote = _mm_set1_epi16(34), bslash = _mm_set1_epi16(92);
+        const __m128i space = _mm_set1_epi16(32), del = _mm_set1_epi16(127);
+        while (len - i >= 8) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
+            /* signed: >= 0x8000 is negative ("< 32"), 0x80-0x7FFF is "> 127" */
+            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi16(v, quote), _mm_cmpeq_epi16(v, bslash)),
+                                     _mm_or_si128(_mm_cmplt_epi16(v, space), _mm_cmpgt_epi16(v, del)));
+            int bits = _mm_movemask_epi8(m);
+            if (bits) return i + (__builtin_ctz((unsigned)bits) >> 1);
+            i += 8;
+        }
+    #endif
+        while (i < len && ae_plain(d[i])) i++;
+        return i;
+    }
+
+    static CYTHON_INLINE Py_ssize_t ae_run4(const Py_UCS4 *d, Py_ssize_t i, Py_ssize_t len) {
+    #if AE_SSE2
+        const __m128i quote = _mm_set1_epi32(34), bslash = _mm_set1_epi32(92);
+        const __m128i space = _mm_set1_epi32(32), del = _mm_set1_epi32(127);
+        while (len - i >= 4) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
+            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi32(v, quote), _mm_cmpeq_epi32(v, bslash)),
+                                     _mm_or_si128(_mm_cmplt_epi32(v, space), _mm_cmpgt_epi32(v, del)));
+            int bits = _mm_movemask_epi8(m);
+            if (bits) return i + (__builtin_ctz((unsigned)bits) >> 2);
+            i += 4;
+        }
+    #endif
+        while (i < len && ae_plain(d[i])) i++;
+        return i;
+    }
+
+    /* n plain characters (all below 0x80) written as bytes. */
+    static CYTHON_INLINE char *ae_narrow2(char *o, const Py_UCS2 *d, Py_ssize_t n) {
+        Py_ssize_t k = 0;
+    #if AE_SSE2
+        for (; n - k >= 8; k += 8) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(d + k));
+            _mm_storel_epi64((__m128i *)(o + k), _mm_packus_epi16(v, v));
+        }
+    #endif
+        for (; k < n; k++) o[k] = (char)d[k];
+        return o + n;
+    }
+
+    static CYTHON_INLINE char *ae_narrow4(char *o, const Py_UCS4 *d, Py_ssize_t n) {
+        Py_ssize_t k = 0;
+    #if AE_SSE2
+        for (; n - k >= 8; k += 8) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(d + k));
+            __m128i b = _mm_loadu_si128((const __m128i *)(d + k + 4));
+            __m128i w = _mm_packs_epi32(a, b);
+            _mm_storel_epi64((__m128i *)(o + k), _mm_packus_epi16(w, w));
+        }
+    #endif
+        for (; k < n; k++) o[k] = (char)d[k];
+        return o + n;
+    }
+
     /* The extra bytes of character c beyond one: its UTF-8 length - 1, or the length of
        its escape - 1; -1 for a surrogate (no UTF-8). */
     static CYTHON_INLINE Py_ssize_t ae_extra(Py_UCS4 c) {
@@ -137,20 +226,18 @@ cdef extern from *:
         int kind = PyUnicode_KIND(s);
         const void *data = PyUnicode_DATA(s);
         if (kind == PyUnicode_1BYTE_KIND) {
-            const Py_UCS1 *d = (const Py_UCS1 *)data;
-            for (i = 0; i < len; i++) size += !ae_plain(d[i]) ? ae_extra(d[i]) : 0;
+            const Py_UCS1 *d = (const Py_UCS1 *)data, *q = d, *e = d + len;
+            while ((q = ae_run1(q, e)) < e) size += ae_extra(*q++);
         } else if (kind == PyUnicode_2BYTE_KIND) {
             const Py_UCS2 *d = (const Py_UCS2 *)data;
-            for (i = 0; i < len; i++) {
-                if (ae_plain(d[i])) continue;
-                if ((x = ae_extra(d[i])) < 0) return 1;
+            while ((i = ae_run2(d, i, len)) < len) {
+                if ((x = ae_extra(d[i++])) < 0) return 1;
                 size += x;
             }
         } else {
             const Py_UCS4 *d = (const Py_UCS4 *)data;
-            for (i = 0; i < len; i++) {
-                if (ae_plain(d[i])) continue;
-                if ((x = ae_extra(d[i])) < 0) return 1;
+            while ((i = ae_run4(d, i, len)) < len) {
+                if ((x = ae_extra(d[i++])) < 0) return 1;
                 size += x;
             }
         }
@@ -161,8 +248,7 @@ cdef extern from *:
         if (kind == PyUnicode_1BYTE_KIND) {
             const Py_UCS1 *d = (const Py_UCS1 *)data;
             while (i < len) {
-                j = i;
-                while (j < len && ae_plain(d[j])) j++;
+                j = ae_run1(d + i, d + len) - d;
                 memcpy(o, d + i, (size_t)(j - i));
                 o += j - i;
                 if (j == len) break;
@@ -174,6 +260,9 @@ cdef extern from *:
         } else if (kind == PyUnicode_2BYTE_KIND) {
             const Py_UCS2 *d = (const Py_UCS2 *)data;
             for (; i < len; i++) {
+                j = ae_run2(d, i, len);
+                o = ae_narrow2(o, d + i, j - i);
+                if ((i = j) >= len) break;
                 Py_UCS4 c = d[i];
                 if (c < 0x80) {
                     if (ae_plain(c)) *o++ = (char)c; else o = ae_escape(o, c);
@@ -187,6 +276,9 @@ cdef extern from *:
         } else {
             const Py_UCS4 *d = (const Py_UCS4 *)data;
             for (; i < len; i++) {
+                j = ae_run4(d, i, len);
+                o = ae_narrow4(o, d + i, j - i);
+                if ((i = j) >= len) break;
                 Py_UCS4 c = d[i];
                 if (c < 0x80) {
                     if (ae_plain(c)) *o++ = (char)c; else o = ae_escape(o, c);
@@ -421,30 +513,8 @@ cdef extern from *:
     }
 
     /* The end of the run of plain ASCII string characters at p (not '"', not the
-       backslash, 0x20-0x7F): 16 bytes a step with SSE2 (every x86-64 CPU has it), a
-       byte loop elsewhere and for the tail. */
-    #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
-    #include <emmintrin.h>
-    static CYTHON_INLINE const unsigned char *jd_plain_run(const unsigned char *p, const unsigned char *end) {
-        const __m128i quote = _mm_set1_epi8(34), bslash = _mm_set1_epi8(92), space = _mm_set1_epi8(32);
-        while (end - p >= 16) {
-            __m128i v = _mm_loadu_si128((const __m128i *)p);
-            /* signed: bytes >= 0x80 are negative, so "< 32" also finds them */
-            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
-                                     _mm_cmplt_epi8(v, space));
-            int bits = _mm_movemask_epi8(m);
-            if (bits) return p + __builtin_ctz((unsigned)bits);
-            p += 16;
-        }
-        while (p < end && *p >= 32 && *p < 128 && *p != 34 && *p != 92) p++;
-        return p;
-    }
-    #else
-    static CYTHON_INLINE const unsigned char *jd_plain_run(const unsigned char *p, const unsigned char *end) {
-        while (p < end && *p >= 32 && *p < 128 && *p != 34 && *p != 92) p++;
-        return p;
-    }
-    #endif
+       backslash, 0x20-0x7F): the writer's ae_run1. */
+    #define jd_plain_run ae_run1
 
     /* Pass 2 of jd_string for one width: the characters of [p, close) written to out. */
     #define JD_WRITE(T)                                                              \
