@@ -779,27 +779,34 @@ def _cmd_render(args) -> int:
     conversation = _LineOptions(_dialect(args), args.dialect is not None, _fixed_date(args),
                                 args.thinking, args.generation_prompt)
     handler = _RenderLine(conversation, args.spans, args.text, keep, parquet_out)
+    return _records(args, "spans" if args.spans else "render", handler, keep,
+                    _CONVERSATION_COLUMNS, ("messages",), "rendered {:,}")
+
+
+def _records(args, kind: str, handler, keep, columns, required, done: str) -> int:
+    """What render and completions share: JSONL (or Parquet rows with ``columns``, of
+    which one of ``required`` must be set) in, one output record of ``kind`` per good
+    line, the summary (``done`` formatted with the count) and the exit status."""
     t0 = time.perf_counter()
     counts = _Counts()
 
     with _io.open_input(args.input) as inp:
         if inp.parquet:
-            src = _parquet_source(args, inp, counts, _CONVERSATION_COLUMNS, ("messages",), keep)
+            src = _parquet_source(args, inp, counts, columns, required, keep)
         else:
             src = _jsonl_source(args, inp, counts, keep=keep)
         report, progress = src.report, src.progress
-        kind = "spans" if args.spans else "render"
         with _output(args, kind, report, keep, src.keep_types) as (out, table):
             try:
-                rendered = _run(args, src, handler, _Sink(report, out, table), counts, keep,
-                                getattr(out, "members", False))
+                n = _run(args, src, handler, _Sink(report, out, table), counts, keep,
+                         getattr(out, "members", False))
             finally:
                 if progress is not None:
                     progress.close()
         if table is not None:
-            rendered = table.written
+            n = table.written
 
-    return _finish(args, f"rendered {rendered:,}", rendered, report, counts, t0)
+    return _finish(args, done.format(n), n, report, counts, t0)
 
 
 # --------------------------------------------------------------------------- parse / validate
@@ -1272,26 +1279,8 @@ def _cmd_completions(args) -> int:
     keep = _keep_list(args, _parquet.column_names(kind))
     handler = _CompletionLine(_dialect(args), args.openai, keep,
                               _parquet.is_parquet_path(args.output))
-    t0 = time.perf_counter()
-    counts = _Counts()
-
-    with _io.open_input(args.input) as inp:
-        if inp.parquet:
-            src = _parquet_source(args, inp, counts, ("completion", "prompt"), ("completion",), keep)
-        else:
-            src = _jsonl_source(args, inp, counts, keep=keep)
-        report, progress = src.report, src.progress
-        with _output(args, kind, report, keep, src.keep_types) as (out, table):
-            try:
-                read = _run(args, src, handler, _Sink(report, out, table), counts, keep,
-                            getattr(out, "members", False))
-            finally:
-                if progress is not None:
-                    progress.close()
-        if table is not None:
-            read = table.written
-
-    return _finish(args, f"read {read:,} completions", read, report, counts, t0)
+    return _records(args, kind, handler, keep, ("completion", "prompt"), ("completion",),
+                    "read {:,} completions")
 
 
 class _ValidateLine(_Handler):
