@@ -151,6 +151,30 @@ def test_every_string_width(dialect, user, assistant):
     assert agree(dialect, messages, bos_token=user)
 
 
+def _narrow(n, width, shift):
+    """n characters of one width, each position distinct from its neighbours (a piece
+    copied to the wrong place, or clobbered by its neighbour's copy, shows)."""
+    base = {"ascii": 0x41, "latin-1": 0xC0, "bmp": 0x4E00}[width]
+    return "".join(chr(base + (i * 7 + shift) % 26) for i in range(n))
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("source,wide", [("ascii", "中"), ("ascii", "😀"), ("latin-1", "中"),
+                                         ("latin-1", "😀"), ("bmp", "😀")])
+def test_widening_pieces_of_every_length(dialect, source, wide):
+    """Narrow pieces of 0-80 characters copied into a wider text (the widening copies
+    work in overlapping 4-, 8- and 16-character steps): first piece, between tokens,
+    next to each other, and next to a piece of the wide width."""
+    for n in range(81):
+        messages = [{"role": "user", "content": wide},
+                    {"role": "assistant", "content": _narrow(n, source, 1)},
+                    {"role": "user", "content": {"parts": [{"type": "text", "text": _narrow(n, source, 2)},
+                                                           {"type": "text", "text": _narrow(80 - n, source, 3)},
+                                                           {"type": "text", "text": wide}]}},
+                    {"role": "assistant", "content": _narrow(n + 17, source, 4)}]
+        assert agree(dialect, messages, bos_token=_narrow(n, source, 5)), n
+
+
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 @pytest.mark.parametrize("messages", [
     ("tuple", ({"role": "user", "content": "hi"},)),

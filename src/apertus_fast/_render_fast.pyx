@@ -311,23 +311,110 @@ cdef extern from *:
         }
         return 0;
     }
-    /* Widening copies (a narrower piece into a wider result): plain loops that the
-       compiler vectorises; CPython's own converter goes a character at a time. */
+    /* Comparing a narrower piece with a wider text (``matches``): plain loops that the
+       compiler vectorises, AVX2 when the CPU has it (chosen once at load time). */
     #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && __GNUC__ >= 6
-    /* AVX2 when the CPU has it (chosen once at load time), SSE2 otherwise */
     #define AF_WIDEN_ATTR __attribute__((target_clones("avx2", "default")))
     #else
     #define AF_WIDEN_ATTR
     #endif
-    AF_WIDEN_ATTR static void af_widen_12(const Py_UCS1 *__restrict s, Py_UCS2 *__restrict d, Py_ssize_t n) {
+    /* Widening without a character loop (x86-64, whose baseline has SSE2): 16
+       characters a step, the last step overlapping the one before so that no
+       scalar tail is left; a piece under 16 characters is two overlapping 8- or
+       4-character steps. Every load and store stays inside the piece: tokens and
+       short texts are most of the pieces (a turn is 2-6 of them), and the
+       vectorised loops above widened them one character at a time. */
+    #if defined(__SSE2__) && defined(__x86_64__)
+    #include <emmintrin.h>
+    #define AF_SSE2_WIDEN 1
+    static CYTHON_INLINE __m128i af_ld16(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
+    static CYTHON_INLINE __m128i af_ld8x(const void *p) { return _mm_loadl_epi64((const __m128i *)p); }
+    static CYTHON_INLINE __m128i af_ld4x(const void *p) { uint32_t x; memcpy(&x, p, 4); return _mm_cvtsi32_si128((int)x); }
+    static CYTHON_INLINE void af_st16(void *p, __m128i x) { _mm_storeu_si128((__m128i *)p, x); }
+    static CYTHON_INLINE void af_st8x(void *p, __m128i x) { _mm_storel_epi64((__m128i *)p, x); }
+    /* 16 UCS1 -> 16 UCS2 */
+    static CYTHON_INLINE void af_w12_16(const Py_UCS1 *s, Py_UCS2 *d) {
+        __m128i x = af_ld16(s), z = _mm_setzero_si128();
+        af_st16(d, _mm_unpacklo_epi8(x, z));
+        af_st16(d + 8, _mm_unpackhi_epi8(x, z));
+    }
+    /* 16 UCS1 -> 16 UCS4 */
+    static CYTHON_INLINE void af_w14_16(const Py_UCS1 *s, Py_UCS4 *d) {
+        __m128i x = af_ld16(s), z = _mm_setzero_si128();
+        __m128i lo = _mm_unpacklo_epi8(x, z), hi = _mm_unpackhi_epi8(x, z);
+        af_st16(d, _mm_unpacklo_epi16(lo, z));
+        af_st16(d + 4, _mm_unpackhi_epi16(lo, z));
+        af_st16(d + 8, _mm_unpacklo_epi16(hi, z));
+        af_st16(d + 12, _mm_unpackhi_epi16(hi, z));
+    }
+    /* 8 UCS2 -> 8 UCS4 */
+    static CYTHON_INLINE void af_w24_8(const Py_UCS2 *s, Py_UCS4 *d) {
+        __m128i x = af_ld16(s), z = _mm_setzero_si128();
+        af_st16(d, _mm_unpacklo_epi16(x, z));
+        af_st16(d + 4, _mm_unpackhi_epi16(x, z));
+    }
+    static void af_widen_12(const Py_UCS1 *s, Py_UCS2 *d, Py_ssize_t n) {
+        __m128i z = _mm_setzero_si128();
+        Py_ssize_t i;
+        if (n >= 16) {
+            for (i = 0; i + 16 <= n; i += 16) af_w12_16(s + i, d + i);
+            if (i < n) af_w12_16(s + n - 16, d + n - 16);
+        } else if (n >= 8) {
+            af_st16(d, _mm_unpacklo_epi8(af_ld8x(s), z));
+            af_st16(d + n - 8, _mm_unpacklo_epi8(af_ld8x(s + n - 8), z));
+        } else if (n >= 4) {
+            af_st8x(d, _mm_unpacklo_epi8(af_ld4x(s), z));
+            af_st8x(d + n - 4, _mm_unpacklo_epi8(af_ld4x(s + n - 4), z));
+        } else {
+            for (i = 0; i < n; i++) d[i] = s[i];
+        }
+    }
+    static void af_widen_14(const Py_UCS1 *s, Py_UCS4 *d, Py_ssize_t n) {
+        __m128i z = _mm_setzero_si128(), x;
+        Py_ssize_t i;
+        if (n >= 16) {
+            for (i = 0; i + 16 <= n; i += 16) af_w14_16(s + i, d + i);
+            if (i < n) af_w14_16(s + n - 16, d + n - 16);
+        } else if (n >= 8) {
+            x = _mm_unpacklo_epi8(af_ld8x(s), z);
+            af_st16(d, _mm_unpacklo_epi16(x, z));
+            af_st16(d + 4, _mm_unpackhi_epi16(x, z));
+            x = _mm_unpacklo_epi8(af_ld8x(s + n - 8), z);
+            af_st16(d + n - 8, _mm_unpacklo_epi16(x, z));
+            af_st16(d + n - 4, _mm_unpackhi_epi16(x, z));
+        } else if (n >= 4) {
+            af_st16(d, _mm_unpacklo_epi16(_mm_unpacklo_epi8(af_ld4x(s), z), z));
+            af_st16(d + n - 4, _mm_unpacklo_epi16(_mm_unpacklo_epi8(af_ld4x(s + n - 4), z), z));
+        } else {
+            for (i = 0; i < n; i++) d[i] = s[i];
+        }
+    }
+    static void af_widen_24(const Py_UCS2 *s, Py_UCS4 *d, Py_ssize_t n) {
+        __m128i z = _mm_setzero_si128();
+        Py_ssize_t i;
+        if (n >= 8) {
+            for (i = 0; i + 8 <= n; i += 8) af_w24_8(s + i, d + i);
+            if (i < n) af_w24_8(s + n - 8, d + n - 8);
+        } else if (n >= 4) {
+            af_st16(d, _mm_unpacklo_epi16(af_ld8x(s), z));
+            af_st16(d + n - 4, _mm_unpacklo_epi16(af_ld8x(s + n - 4), z));
+        } else {
+            for (i = 0; i < n; i++) d[i] = s[i];
+        }
+    }
+    #else
+    #define AF_SSE2_WIDEN 0
+    /* elsewhere: plain loops, which the compiler vectorises */
+    static void af_widen_12(const Py_UCS1 *s, Py_UCS2 *d, Py_ssize_t n) {
         for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
     }
-    AF_WIDEN_ATTR static void af_widen_14(const Py_UCS1 *__restrict s, Py_UCS4 *__restrict d, Py_ssize_t n) {
+    static void af_widen_14(const Py_UCS1 *s, Py_UCS4 *d, Py_ssize_t n) {
         for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
     }
-    AF_WIDEN_ATTR static void af_widen_24(const Py_UCS2 *__restrict s, Py_UCS4 *__restrict d, Py_ssize_t n) {
+    static void af_widen_24(const Py_UCS2 *s, Py_UCS4 *d, Py_ssize_t n) {
         for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
     }
+    #endif
     /* Copy the exact, ready str s (of a kind no wider than the result's) into the
        result's data at character position pos. */
     static CYTHON_INLINE void af_copy_into(void *dst, int kind, Py_ssize_t pos, PyObject *s) {
