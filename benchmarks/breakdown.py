@@ -41,7 +41,7 @@ for p in (str(HERE.parent), str(HERE)):
         sys.path.insert(0, p)
 
 from corpus import DATE, DIALECTS, corpus, rendered  # noqa: E402
-from test_render_bench import _template_variables  # noqa: E402
+from test_render_bench import _template_variables, render_all  # noqa: E402
 from tests.oracle import compiled  # noqa: E402
 
 
@@ -141,9 +141,13 @@ def cache_lines(item: dict, output: str) -> dict[str, set] | None:
             "output": len(_lines_of(id(output), sys.getsizeof(output))), **kinds}
 
 
-def _render_dropping(render, jobs) -> None:
-    for it, _, _, kw in jobs:
-        render(it["messages"], **kw)
+def _render_dropping(render, jobs, dialect) -> None:
+    for _, _, _, (m, t, e, g) in jobs:
+        render(m, dialect=dialect, tools=t, enable_thinking=e, add_generation_prompt=g, date=DATE)
+
+
+def _args(jobs) -> list:
+    return [a for _, _, _, a in jobs]
 
 
 def main(argv=None) -> int:
@@ -161,9 +165,8 @@ def main(argv=None) -> int:
         tpl = compiled(d)
         jobs = []
         for it, text in zip(items, texts):
-            kw = dict(dialect=d, tools=it["tools"], enable_thinking=it["enable_thinking"],
-                      add_generation_prompt=it["add_generation_prompt"], date=DATE)
-            jobs.append((it, text, _template_variables(it, d), kw))
+            a = (it["messages"], it["tools"], it["enable_thinking"], it["add_generation_prompt"])
+            jobs.append((it, text, _template_variables(it, d), a))
         slices: dict[str, list] = {"all": jobs}
         for job in jobs:
             it, text = job[0], job[1]
@@ -183,23 +186,26 @@ def main(argv=None) -> int:
             if not sl:
                 continue
             tj = best(lambda: [tpl.render(**v) for _, _, v, _ in sl], args.rounds)
-            ta = best(lambda: [render(it["messages"], **kw) for it, _, _, kw in sl], args.rounds)
+            sa = _args(sl)
+            ta = best(lambda: render_all(render, sa, d), args.rounds)
             tf = best(lambda: [t[1:] for _, t, _, _ in sl], args.rounds)
             kb = sum(len(t.encode()) for _, t, _, _ in sl) / len(sl) / 1e3
             us = 1e6 / len(sl)
             print(f"| {name} | {len(sl)} | {kb:.1f} | {tj * us:.1f} | {ta * us:.2f} | {tj / ta:.1f}x | "
                   f"{tf * us:.2f} | {tj / tf:.0f}x |")
-        no_tools = best(lambda: [render(it["messages"], **dict(kw, tools=None)) for it, _, _, kw in jobs], args.rounds)
+        all_args = _args(jobs)
+        no_tools_args = [(m, None, e, g) for m, _, e, g in all_args]
+        no_tools = best(lambda: render_all(render, no_tools_args, d), args.rounds)
         walk = best(lambda: ["".join(m["content"] if isinstance(m["content"], str) else "" for m in it["messages"])
                              for it, _, _, _ in jobs], args.rounds)
-        full = best(lambda: [render(it["messages"], **kw) for it, _, _, kw in jobs], args.rounds)
-        dropped = best(lambda: _render_dropping(render, jobs), args.rounds)
+        full = best(lambda: render_all(render, all_args, d), args.rounds)
+        dropped = best(lambda: _render_dropping(render, jobs, d), args.rounds)
         n = len(jobs)
         print(f"\nwhole corpus: render {full / n * 1e6:.2f} µs/conv (keeping the outputs, as the benchmark "
               f"does; dropping each at once, so that its memory is reused while cached: "
               f"{dropped / n * 1e6:.2f}); with tools=None {no_tools / n * 1e6:.2f} µs/conv; "
               f"join of string contents {walk / n * 1e6:.2f} µs/conv\n")
-        counts = [cache_lines(it, render(it["messages"], **kw)) for it, _, _, kw in jobs]
+        counts = [cache_lines(job[0], out) for job, out in zip(jobs, render_all(render, all_args, d))]
         if counts[0] is None:
             print("(cache-line counts need CPython 3.11-3.13)\n")
         else:
@@ -222,8 +228,8 @@ def main(argv=None) -> int:
                 break
             reps = max(1, n // k)
             tj = best(lambda: [tpl.render(**v) for _, _, v, _ in sl], args.rounds)
-            ta = best(lambda: [[render(it["messages"], **kw) for it, _, _, kw in sl] for _ in range(reps)],
-                      args.rounds) / reps
+            sa = _args(sl)
+            ta = best(lambda: [render_all(render, sa, d) for _ in range(reps)], args.rounds) / reps
             mb = sum(_footprint(it) + _str_bytes(text) for it, text, _, _ in sl) / 1e6
             print(f"| {k} | {mb:.1f} | {tj / k * 1e6:.1f} | {ta / k * 1e6:.2f} | {tj / ta:.1f}x |")
         print()
