@@ -42,6 +42,10 @@ def mixed_lines(tmp_path):
     lines += [json.dumps(v, ensure_ascii=False) for v in sample_values()]
     lines += ["\t ", '{"messages": [{"role": "user", "content": "lone \\ud800"}]}', "[1, 2]",
               good_line("😀" * 300)]
+    lines += [json.dumps({"messages": [  # warned about, or converted with --reasoning-blocks
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4.", "reasoning_content": "Add."}]}),
+        json.dumps([{"role": "assistant", "content": "x", "reasoning": 1}])]
     return lines
 
 
@@ -66,14 +70,17 @@ def same_as_one_process(tmp_path, capsys, monkeypatch, argv, out_name="out.jsonl
 
 
 @pytest.mark.parametrize("extra", [[], ["--spans"], ["--text"], ["--keep", "id,messages_count"],
-                                   ["--thinking", "--generation-prompt", "--dialect", "apertus-1.5"]])
+                                   ["--thinking", "--generation-prompt", "--dialect", "apertus-1.5"],
+                                   ["--reasoning-blocks"]])
 def test_render(tmp_path, capsys, monkeypatch, extra):
     src = write_mixed(tmp_path, mixed_lines(tmp_path))
     status, _, err, data = same_as_one_process(
         tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE, *extra])
     assert status == 1 and data
     assert any(":2: invalid JSON" in line for line in err)
-    assert re.search(r"rendered \d+, failed \d+, skipped blank 3", err[-1]), err[-1]
+    warned = [line for line in err if '"reasoning_content" is not rendered' in line]
+    assert len(warned) == (0 if "--reasoning-blocks" in extra else 1), err
+    assert re.search(r"rendered \d+(?: \(\d+ warnings\))?, failed \d+, skipped blank 3", err[-1]), err[-1]
 
 
 def rendered_lines(dialect="apertus-1.5"):
@@ -121,6 +128,7 @@ def test_validate(tmp_path, capsys, monkeypatch):
     src = write_mixed(tmp_path, lines)
     base = run(capsys, ["validate", src, "--dialect", "apertus-1"])
     assert base[0] == 1 and base[1]
+    assert base[1].count('warning: message 1: "reasoning_content" is not rendered') == 1
     for jobs, block in SETTINGS:
         monkeypatch.setattr(cli, "BATCH_BYTES", block)
         assert run(capsys, ["validate", src, "--dialect", "apertus-1",

@@ -26,6 +26,9 @@ _EXPORTS = {
     "render_date": "_render",
     "render_tools": "_render",
     "render_with_spans": "_spans",
+    "reasoning_to_blocks": "_reasoning",
+    "unrendered_reasoning": "_reasoning",
+    "REASONING_FIELDS": "_reasoning",
     "Rendered": "_spans",
     # dialects
     "DIALECTS": "_dialects",

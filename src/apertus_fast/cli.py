@@ -30,6 +30,7 @@ import zlib
 from . import _io, _parquet
 from ._dialects import DEFAULT_DIALECT, DIALECTS
 from ._errors import ParseError, RenderError
+from ._reasoning import REASONING_FIELDS, reasoning_to_blocks, unrendered_reasoning
 from ._render import render, render_date
 
 __all__ = ["main", "build_parser"]
@@ -314,12 +315,26 @@ class _LineOptions:
     """
 
     def __init__(self, dialect: str, dialect_explicit: bool, date: str,
-                 thinking: bool = False, gen_prompt: bool = False):
+                 thinking: bool = False, gen_prompt: bool = False, reasoning_blocks: bool = False):
         self.dialect_explicit = dialect_explicit
         self.defaults = {"dialect": dialect, "enable_thinking": thinking,
                          "add_generation_prompt": gen_prompt, "date": date}
+        self.reasoning_blocks = reasoning_blocks
 
     def __call__(self, obj):
+        messages, kw = self.read(obj)
+        if self.reasoning_blocks and type(messages) is list:
+            messages = reasoning_to_blocks(messages)
+        return messages, kw
+
+    def warn_unrendered(self, lineno: int, messages, sink) -> None:
+        """Warn about reasoning that was rendered away (without --reasoning-blocks)."""
+        if not self.reasoning_blocks:
+            for i, field in unrendered_reasoning(messages):
+                sink.warning(lineno, f'message {i}: "{field}" is not rendered (no template reads '
+                                     f"it); --reasoning-blocks renders it as a thoughts block")
+
+    def read(self, obj):
         if type(obj) is dict:
             messages = obj.get("messages")
             if messages is None:
@@ -752,6 +767,7 @@ class _RenderLine(_Handler):
         except (RenderError, _Shape) as exc:
             sink.error(lineno, str(exc))
             return False
+        self.conversation.warn_unrendered(lineno, messages, sink)
         if self.table:
             sink.add(lineno, (*result, *kept) if self.spans else (result, *kept))
         elif self.text:
@@ -777,7 +793,7 @@ def _cmd_render(args) -> int:
         raise _Usage("--text writes raw text, not Parquet: without --text the texts go to "
                      'a Parquet "text" column')
     conversation = _LineOptions(_dialect(args), args.dialect is not None, _fixed_date(args),
-                                args.thinking, args.generation_prompt)
+                                args.thinking, args.generation_prompt, args.reasoning_blocks)
     handler = _RenderLine(conversation, args.spans, args.text, keep, parquet_out)
     return _records(args, "spans" if args.spans else "render", handler, keep,
                     _CONVERSATION_COLUMNS, ("messages",), "rendered {:,}")
@@ -1299,6 +1315,7 @@ class _ValidateLine(_Handler):
             if type(value) is list or (type(value) is dict and "messages" in value):
                 messages, kw = self.conversation(value)
                 render(messages, **kw)
+                self.conversation.warn_unrendered(lineno, messages, sink)
             elif type(value) is str or (type(value) is dict and "text" in value):
                 self.check_text(_text_of(value), lineno, sink)
             else:
@@ -1323,7 +1340,8 @@ class _ValidateLine(_Handler):
 
 def _cmd_validate(args) -> int:
     dialect = _dialect(args)
-    handler = _ValidateLine(_LineOptions(dialect, args.dialect is not None, _fixed_date(args)),
+    handler = _ValidateLine(_LineOptions(dialect, args.dialect is not None, _fixed_date(args),
+                                         reasoning_blocks=args.reasoning_blocks),
                             dialect, not args.lenient)
     t0 = time.perf_counter()
     counts = _Counts()
@@ -1425,6 +1443,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-progress", action="store_true",
                        help="no progress bar (it is only shown when stderr is a terminal)")
 
+    def reasoning_option(p):
+        p.add_argument("--reasoning-blocks", action="store_true",
+                       help="move assistant reasoning kept beside the content (" +
+                            ", ".join(f'"{f}"' for f in REASONING_FIELDS) + ", as OpenAI-style "
+                            "servers return it) into thoughts blocks, so that it is rendered; "
+                            "without it, such reasoning is not rendered and each line that has "
+                            "it gets a warning")
+
     p = sub.add_parser("render", help="render JSONL conversations to text",
                        description="Render JSONL conversations with the chat template of a "
                                    "dialect, one output line per input line.",
@@ -1437,6 +1463,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="enable_thinking for lines that do not set it")
     p.add_argument("--generation-prompt", action="store_true",
                    help="add_generation_prompt for lines that do not set it")
+    reasoning_option(p)
     p.add_argument("--keep", type=_key_list, action="append", metavar="KEYS",
                    help="copy these keys (comma-separated; Parquet: columns) of each input "
                         'line into its output record: {"id": ..., "text": ...}')
@@ -1484,6 +1511,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, output=False, skip=False)
     p.add_argument("--lenient", action="store_true",
                    help="parse rendered text leniently (recoveries become warnings)")
+    reasoning_option(p)
     p.add_argument("--format", choices=formats, default="auto",
                    help="input format (default: auto)")
     p.set_defaults(func=_cmd_validate, date=None)
