@@ -318,15 +318,15 @@ cdef extern from *:
     #else
     #define AF_WIDEN_ATTR
     #endif
-    /* Widening without a character loop (x86-64, whose baseline has SSE2): 16
-       characters a step, the last step overlapping the one before so that no
-       scalar tail is left; a piece under 16 characters is two overlapping 8- or
-       4-character steps. Every load and store stays inside the piece: tokens and
-       short texts are most of the pieces (a turn is 2-6 of them), and the
-       vectorised loops above widened them one character at a time. */
-    #if defined(__SSE2__) && defined(__x86_64__)
+    /* Widening copies (a narrower piece into a wider result) without a character
+       loop, with SSE2 (in every x86-64 build): 16 characters a step, the last step
+       overlapping the one before so that no scalar tail is left; a piece under 16
+       characters is two overlapping 8- or 4-character steps. Every load and store
+       stays inside the piece. Tokens and short texts are most of the pieces (a turn
+       is 2-6 of them), and the compiler's vectorised loops finished each one
+       character at a time (up to 31 of them). */
+    #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
     #include <emmintrin.h>
-    #define AF_SSE2_WIDEN 1
     static CYTHON_INLINE __m128i af_ld16(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
     static CYTHON_INLINE __m128i af_ld8x(const void *p) { return _mm_loadl_epi64((const __m128i *)p); }
     static CYTHON_INLINE __m128i af_ld4x(const void *p) { uint32_t x; memcpy(&x, p, 4); return _mm_cvtsi32_si128((int)x); }
@@ -403,7 +403,6 @@ cdef extern from *:
         }
     }
     #else
-    #define AF_SSE2_WIDEN 0
     /* elsewhere: plain loops, which the compiler vectorises */
     static void af_widen_12(const Py_UCS1 *s, Py_UCS2 *d, Py_ssize_t n) {
         for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
