@@ -6,9 +6,10 @@ drawn from a generator seeded with the input bytes. Three calls in four are well
 place: other roles and types, missing fields, blocks of unknown types, fields of another
 block type. Tool calls come in both shapes with str or object arguments, tools from a
 small catalogue and variants of it. Texts are runs of one character of every width
-(ASCII, Latin-1, BMP, astral, a lone surrogate) with a few others mixed in, 0-80
+(ASCII, Latin-1, BMP, astral, a lone surrogate) with a few others mixed in, 0-120
 characters long, so that the copies into the result (same width, or widened 1->2, 1->4,
-2->4 in 4-, 8- and 16-character steps) meet every length and neighbour. Checks, against
+2->4 in 4-, 8- and 16-character steps, from 64 characters on after a loop over
+32-character blocks) meet every length and neighbour. Checks, against
 the general path (``_render._render_general``):
 
 * the hot path either declines (``None``) or gives exactly the general path's text, and
@@ -103,7 +104,7 @@ class Draw:
         return self.int(0, 255) < in_256
 
     def text(self) -> str:
-        n = self.int(0, 80)
+        n = self.int(0, 120)
         chars = [self.pick(CHARS)] * n
         for _ in range(self.int(0, 3) if n else 0):
             chars[self.int(0, n - 1)] = self.pick(CHARS)

@@ -162,14 +162,15 @@ def _narrow(n, width, shift):
 @pytest.mark.parametrize("source,wide", [("ascii", "中"), ("ascii", "😀"), ("latin-1", "中"),
                                          ("latin-1", "😀"), ("bmp", "😀")])
 def test_widening_pieces_of_every_length(dialect, source, wide):
-    """Narrow pieces of 0-80 characters copied into a wider text (the widening copies
-    work in overlapping 4-, 8- and 16-character steps): first piece, between tokens,
-    next to each other, and next to a piece of the wide width."""
-    for n in range(81):
+    """Narrow pieces of 0-120 characters copied into a wider text (the widening copies
+    work in overlapping 4-, 8- and 16-character steps, and from 64 characters on in
+    a loop over 32-character blocks first): first piece, between tokens, next to each
+    other, and next to a piece of the wide width."""
+    for n in range(121):
         messages = [{"role": "user", "content": wide},
                     {"role": "assistant", "content": _narrow(n, source, 1)},
                     {"role": "user", "content": {"parts": [{"type": "text", "text": _narrow(n, source, 2)},
-                                                           {"type": "text", "text": _narrow(80 - n, source, 3)},
+                                                           {"type": "text", "text": _narrow(120 - n, source, 3)},
                                                            {"type": "text", "text": wide}]}},
                     {"role": "assistant", "content": _narrow(n + 17, source, 4)}]
         assert agree(dialect, messages, bos_token=_narrow(n, source, 5)), n
