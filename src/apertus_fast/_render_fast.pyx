@@ -366,51 +366,49 @@ cdef extern from *:
         for (Py_ssize_t i = 0; i < n; i++) d[i] = s[i];
     }
     #define AF_BULK 64    /* pieces this long or longer go through the bulk loops */
-    static void af_widen_12(const Py_UCS1 *s, Py_UCS2 *d, Py_ssize_t n) {
+    /* 8 and 4 UCS1 -> UCS2 / UCS4 */
+    static CYTHON_INLINE void af_w12_8(const Py_UCS1 *s, Py_UCS2 *d) {
+        af_st16(d, _mm_unpacklo_epi8(af_ld8x(s), _mm_setzero_si128()));
+    }
+    static CYTHON_INLINE void af_w12_4(const Py_UCS1 *s, Py_UCS2 *d) {
+        af_st8x(d, _mm_unpacklo_epi8(af_ld4x(s), _mm_setzero_si128()));
+    }
+    static CYTHON_INLINE void af_w14_8(const Py_UCS1 *s, Py_UCS4 *d) {
+        __m128i z = _mm_setzero_si128(), x = _mm_unpacklo_epi8(af_ld8x(s), z);
+        af_st16(d, _mm_unpacklo_epi16(x, z));
+        af_st16(d + 4, _mm_unpackhi_epi16(x, z));
+    }
+    static CYTHON_INLINE void af_w14_4(const Py_UCS1 *s, Py_UCS4 *d) {
         __m128i z = _mm_setzero_si128();
-        Py_ssize_t i;
-        if (n >= AF_BULK) {
-            i = n & ~(Py_ssize_t)31;
-            af_widen_12_bulk(s, d, i);
-            if (n - i > 16) af_w12_16(s + i, d + i);
-            if (i < n) af_w12_16(s + n - 16, d + n - 16);
-        } else if (n >= 16) {
-            for (i = 0; i + 16 <= n; i += 16) af_w12_16(s + i, d + i);
-            if (i < n) af_w12_16(s + n - 16, d + n - 16);
-        } else if (n >= 8) {
-            af_st16(d, _mm_unpacklo_epi8(af_ld8x(s), z));
-            af_st16(d + n - 8, _mm_unpacklo_epi8(af_ld8x(s + n - 8), z));
-        } else if (n >= 4) {
-            af_st8x(d, _mm_unpacklo_epi8(af_ld4x(s), z));
-            af_st8x(d + n - 4, _mm_unpacklo_epi8(af_ld4x(s + n - 4), z));
-        } else {
-            for (i = 0; i < n; i++) d[i] = s[i];
-        }
+        af_st16(d, _mm_unpacklo_epi16(_mm_unpacklo_epi8(af_ld4x(s), z), z));
+    }
+    /* The widening of n UCS1 characters at s to d, in the steps above (W16, W8, W4)
+       and the bulk loop BULK */
+    #define AF_WIDEN_FROM_UCS1(BULK, W16, W8, W4) do {                                 \
+        Py_ssize_t i;                                                                   \
+        if (n >= AF_BULK) {                                                             \
+            i = n & ~(Py_ssize_t)31;                                                    \
+            BULK(s, d, i);                                                              \
+            if (n - i > 16) W16(s + i, d + i);                                          \
+            if (i < n) W16(s + n - 16, d + n - 16);                                     \
+        } else if (n >= 16) {                                                           \
+            for (i = 0; i + 16 <= n; i += 16) W16(s + i, d + i);                        \
+            if (i < n) W16(s + n - 16, d + n - 16);                                     \
+        } else if (n >= 8) {                                                            \
+            W8(s, d);                                                                   \
+            W8(s + n - 8, d + n - 8);                                                   \
+        } else if (n >= 4) {                                                            \
+            W4(s, d);                                                                   \
+            W4(s + n - 4, d + n - 4);                                                   \
+        } else {                                                                        \
+            for (i = 0; i < n; i++) d[i] = s[i];                                        \
+        }                                                                               \
+    } while (0)
+    static void af_widen_12(const Py_UCS1 *s, Py_UCS2 *d, Py_ssize_t n) {
+        AF_WIDEN_FROM_UCS1(af_widen_12_bulk, af_w12_16, af_w12_8, af_w12_4);
     }
     static void af_widen_14(const Py_UCS1 *s, Py_UCS4 *d, Py_ssize_t n) {
-        __m128i z = _mm_setzero_si128(), x;
-        Py_ssize_t i;
-        if (n >= AF_BULK) {
-            i = n & ~(Py_ssize_t)31;
-            af_widen_14_bulk(s, d, i);
-            if (n - i > 16) af_w14_16(s + i, d + i);
-            if (i < n) af_w14_16(s + n - 16, d + n - 16);
-        } else if (n >= 16) {
-            for (i = 0; i + 16 <= n; i += 16) af_w14_16(s + i, d + i);
-            if (i < n) af_w14_16(s + n - 16, d + n - 16);
-        } else if (n >= 8) {
-            x = _mm_unpacklo_epi8(af_ld8x(s), z);
-            af_st16(d, _mm_unpacklo_epi16(x, z));
-            af_st16(d + 4, _mm_unpackhi_epi16(x, z));
-            x = _mm_unpacklo_epi8(af_ld8x(s + n - 8), z);
-            af_st16(d + n - 8, _mm_unpacklo_epi16(x, z));
-            af_st16(d + n - 4, _mm_unpackhi_epi16(x, z));
-        } else if (n >= 4) {
-            af_st16(d, _mm_unpacklo_epi16(_mm_unpacklo_epi8(af_ld4x(s), z), z));
-            af_st16(d + n - 4, _mm_unpacklo_epi16(_mm_unpacklo_epi8(af_ld4x(s + n - 4), z), z));
-        } else {
-            for (i = 0; i < n; i++) d[i] = s[i];
-        }
+        AF_WIDEN_FROM_UCS1(af_widen_14_bulk, af_w14_16, af_w14_8, af_w14_4);
     }
     static void af_widen_24(const Py_UCS2 *s, Py_UCS4 *d, Py_ssize_t n) {
         __m128i z = _mm_setzero_si128();
