@@ -18,6 +18,7 @@ the general path (``_render._render_general``):
   the first, and so does one after a cached tool was changed in place;
 * ``matches`` says ``True`` for the general path's text wherever the hot path answered,
   and ``False`` for that text changed by one character;
+* ``render_with_spans`` on the hot path gives the general path's text and spans;
 * where the official templates are at hand (``../shared/oracle``, or
   ``APERTUS_ORACLE_DIR``) and the call holds only JSON values: the general path renders
   exactly what the template renders, or both fail, and ours with ``RenderError`` naming
@@ -46,7 +47,7 @@ if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "src"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from apertus_fast import RenderError, _render  # noqa: E402
+from apertus_fast import RenderError, _render, render_with_spans  # noqa: E402
 from apertus_fast._dialects import DIALECTS  # noqa: E402
 from tests.make_golden import oracle_expect  # noqa: E402
 from tests.oracle import ORACLE_MISSING  # noqa: E402
@@ -238,6 +239,19 @@ def against_oracle(args, want) -> None:
         assert want.message_index == exp.message_index, (args, exp.error, want)
 
 
+def spans_on_the_general_path(args) -> tuple:
+    messages, dialect, tools_, thinking, gen, cont, date, bos, tools_text = args
+    saved = _render._FAST_MARKS
+    _render._FAST_MARKS = None
+    try:
+        return tuple(render_with_spans(
+            messages, dialect=dialect, tools=tools_, enable_thinking=thinking,
+            add_generation_prompt=gen,
+            continue_assistant_message=cont, date=date, bos_token=bos, tools_text=tools_text))
+    finally:
+        _render._FAST_MARKS = saved
+
+
 def general(args):
     try:
         return _render._render_general(*args)
@@ -264,6 +278,10 @@ def test_one(data: bytes) -> None:
         k = d.int(0, len(want) - 1)
         other = want[:k] + ("b" if want[k] == "a" else "a") + want[k + 1:]
         assert _render._MATCHES(other, *args) is False, (args, k)
+    if got is not None:  # the spans the hot path records are the general path's
+        spans = _render._FAST_MARKS(*args)
+        assert spans is not None and spans[0] == got, args
+        assert tuple(spans) == spans_on_the_general_path(args), (args, spans)
     tools_ = args[2]
     if got is not None and type(tools_) is list and tools_ and type(tools_[0]) is dict:
         tools_[0]["description"] = d.text()            # a cached tool changed in place

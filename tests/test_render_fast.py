@@ -529,3 +529,55 @@ def test_matches_declines_what_the_hot_path_declines(dialect):
     # a text of another width than the render can never match, whatever its length
     wide = text[:-1] + "😀"
     assert len(wide) == len(text) and matches(dialect, wide, CONV) is False
+
+
+# --------------------------------------------------------------------------- spans
+
+def spans_agree(dialect, messages, **kw):
+    """``render_with_spans`` through the hot path (``_FAST_MARKS``) gives exactly what the
+    general path gives (text and spans), or the same error; returns whether the hot path
+    answered."""
+    from apertus_fast import RenderError, render_with_spans
+
+    args = _args(dialect, messages, **kw)
+    answered = _render._FAST_MARKS(*args) is not None
+    flags = dict(_DEFAULTS, **kw)
+
+    def outcome():
+        try:
+            return render_with_spans(messages, dialect=dialect, **flags)
+        except RenderError as exc:
+            return ("error", str(exc), exc.message_index)
+
+    got = outcome()
+    saved = _render._FAST_MARKS
+    _render._FAST_MARKS = None
+    try:
+        want = outcome()
+    finally:
+        _render._FAST_MARKS = saved
+    assert got == want
+    if answered:
+        assert isinstance(got, tuple) and got[0] != "error"
+        assert got.text == fast(dialect, messages, **kw)
+    return answered
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("strategy", [S.render_inputs, S.wild_render_inputs],
+                         ids=["realistic", "wild"])
+@settings(max_examples=EXAMPLES, **_settings)
+@given(data=st.data())
+def test_spans_of_generated_inputs_agree(dialect, strategy, data):
+    spans_agree(dialect, **data.draw(strategy(dialect), label="inputs"))
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_spans_of_the_shipped_samples_take_the_hot_path(dialect):
+    answered = 0
+    for line in _sample_lines():
+        messages = line["messages"] if isinstance(line, dict) else line
+        tools = line.get("tools") if isinstance(line, dict) else None
+        answered += spans_agree(dialect, messages, tools=tools, add_generation_prompt=True)
+        answered += spans_agree(dialect, messages, tools=tools, continue_assistant_message=True)
+    assert answered >= len(_sample_lines())

@@ -968,11 +968,12 @@ def renders_to(text, messages, dialect, tools, enable_thinking, add_generation_p
 try:
     from . import _render_fast
 except ImportError:
-    _FAST = _MATCHES = None
+    _FAST = _MATCHES = _FAST_MARKS = None
 else:
     _render_fast.configure(_render_tool, tojson, render_date, DIALECTS, _render_general)
     _FAST = _render_fast.fast
     _MATCHES = _render_fast.matches
+    _FAST_MARKS = _render_fast.fast_with_marks
     _render_py = render   # the plain-Python entry (what runs without a compiler)
     _render_fast.render.__doc__ = render.__doc__
     render = _render_fast.render

@@ -691,6 +691,10 @@ cdef struct Out:
     PyObject* held[HELD_INLINE]   # the first strings made during the render (owned)
     int nheld
     PyObject* keep     # a list of the others (owned), or NULL
+    Py_ssize_t* marks  # render_with_spans: where the model's text starts and stops
+                       # (character offsets, alternately), or NULL: not recorded
+    Py_ssize_t nmarks
+    Py_ssize_t capmarks
 
 
 cdef inline int push(Out* o, PyObject* s) except -1:
@@ -754,6 +758,24 @@ cdef int hold(Out* o, object s) except -1:
         o.keep = <PyObject*>keep
     else:
         (<list>o.keep).append(s)
+    return 0
+
+
+cdef inline int model(Out* o, bint on) except -1:
+    """Span bookkeeping, as the general path's ``_model``: the text pushed from now on
+    is (``on``) or is not the model's own. A mark is the character offset where the
+    state changes (merging a token into the last piece later does not move it)."""
+    cdef Py_ssize_t* grown
+    if o.marks == NULL or (o.nmarks & 1) == on:
+        return 0
+    if o.nmarks == o.capmarks:
+        grown = <Py_ssize_t*>realloc(o.marks, <size_t>(o.capmarks * 2) * sizeof(Py_ssize_t))
+        if grown == NULL:
+            raise MemoryError()
+        o.marks = grown
+        o.capmarks *= 2
+    o.marks[o.nmarks] = o.total
+    o.nmarks += 1
     return 0
 
 
@@ -979,10 +1001,13 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
         if af_eq(role, "user", 4):
             in_inner = False
             if in_tool:
+                model(o, False)
                 push(o, tout_close)
                 in_tool = False
             if in_assistant:
+                model(o, True)
                 push(o, <PyObject*>ASSISTANT_END)
+                model(o, False)
                 in_assistant = False
             content = mcontent
             if content != NULL:
@@ -1009,8 +1034,10 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                 return BAIL
             if af_is_str(content) and fmt != FMT_MAPPING:
                 if in_tool:
+                    model(o, False)
                     push(o, tout_close)
                     in_tool = False
+                model(o, True)
                 fmt = FMT_STRING
                 push(o, content)
             elif af_is_dict(content) and fmt != FMT_STRING:
@@ -1030,8 +1057,10 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                         return BAIL
                     if af_eq(btype, "thoughts", 8):
                         if in_tool:
+                            model(o, False)
                             push(o, tout_close)
                             in_tool = False
+                        model(o, True)
                         if not in_inner:
                             in_inner = True
                             push(o, <PyObject*>INNER_PREFIX)
@@ -1039,8 +1068,10 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                             return BAIL
                     elif af_eq(btype, "tool_calls", 10):
                         if in_tool:
+                            model(o, False)
                             push(o, tout_close)
                             in_tool = False
+                        model(o, True)
                         if calls == NULL or not af_is_list(calls):
                             return BAIL
                         if in_inner and not first:
@@ -1058,6 +1089,7 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                             return BAIL
                         if outputs == NULL or not af_is_list(outputs):
                             return BAIL
+                        model(o, False)
                         push(o, tout_open)
                         for k in range(af_list_len(outputs)):
                             out_ = af_list_item(outputs, k)
@@ -1068,11 +1100,14 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                             if push_text(o, get(out_, K_OUTPUT)) == BAIL:
                                 return BAIL
                         push(o, tout_close)
+                        model(o, True)
                         waiting = False
                     elif af_eq(btype, "response", 8):
                         if in_tool:
+                            model(o, False)
                             push(o, tout_close)
                             in_tool = False
+                        model(o, True)
                         if in_inner:
                             in_inner = False
                             push(o, <PyObject*>INNER_SUFFIX)
@@ -1087,12 +1122,14 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
                 if not af_is_list(legacy):
                     return BAIL
                 if af_list_len(legacy):
+                    model(o, True)
                     if legacy_calls(o, legacy, d.openai_shapes) == BAIL:
                         return BAIL
                     waiting = True
         elif af_eq(role, "tool", 4):
             if not in_assistant:
                 return BAIL
+            model(o, False)
             if not in_tool:
                 push(o, tout_open)
                 in_tool = True
@@ -1104,8 +1141,10 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
         else:
             return BAIL
     if in_tool:
+        model(o, False)
         push(o, tout_close)
     if d.closes_last_turn and in_assistant and not continue_assistant_message and not waiting:
+        model(o, True)
         push(o, <PyObject*>ASSISTANT_END)
     return 0
 
@@ -1416,6 +1455,9 @@ cdef inline void out_init(Out* o, PyObject** items, Py_ssize_t cap):
     o.heap = False
     o.nheld = 0
     o.keep = NULL
+    o.marks = NULL
+    o.nmarks = 0
+    o.capmarks = 0
 
 
 cdef inline void out_free(Out* o):
@@ -1473,6 +1515,7 @@ cdef int fill(Out* o, object messages, object dialect, object tools, object enab
             return BAIL
         if walk(o, <PyObject*>messages, start, d, bool(continue_assistant_message)) == BAIL:
             return BAIL
+        model(o, False)
     except Exception:
         return BAIL   # the general path raises the right error
     if add_generation_prompt:
@@ -1529,6 +1572,43 @@ def matches(text, messages, dialect, tools, enable_thinking, add_generation_prom
             return None
         return equal_pieces(&o, <PyObject*>text)
     finally:
+        out_free(&o)
+
+
+def fast_with_marks(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                    continue_assistant_message, date, bos_token, tools_text):
+    """The hot path for ``render_with_spans`` (arguments as ``fast``'s): ``(text,
+    spans)``, the spans of the model's own text as ``render_with_spans`` returns them,
+    or ``None`` where the general path must render."""
+    cdef Out o
+    cdef PyObject* items[64]
+    cdef list spans = []
+    cdef Py_ssize_t k, k_last, start, end, last = -1
+    out_init(&o, items, 64)
+    o.marks = <Py_ssize_t*>malloc(16 * sizeof(Py_ssize_t))
+    if o.marks == NULL:
+        raise MemoryError()
+    o.capmarks = 16
+    try:
+        if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
+                continue_assistant_message, date, bos_token, tools_text) == BAIL:
+            return None
+        # the spans, as _spans._add makes them: empty ones dropped, touching ones merged
+        for k in range(1, o.nmarks, 2):
+            start = o.marks[k - 1]
+            end = o.marks[k]
+            if end <= start:
+                continue
+            if start == last:  # (wraparound is off: no negative index)
+                k_last = len(spans) - 1
+                spans[k_last] = ((<tuple>spans[k_last])[0], end)
+            else:
+                spans.append((start, end))
+            last = end
+        return assemble(&o), spans
+    finally:
+        free(o.marks)
+        o.marks = NULL
         out_free(&o)
 
 

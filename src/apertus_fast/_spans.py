@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import NamedTuple
 
+from . import _render
 from ._dialects import DEFAULT_DIALECT
 from ._render import _render_pieces
 
@@ -108,10 +109,16 @@ def render_with_spans(
     after which the model stops to wait for them, stays in. System, developer and user
     sections are never in a span.
     """
+    fast = _render._FAST_MARKS
+    if fast is not None:  # the compiled hot path: the text and its spans, or None
+        done = fast(messages, dialect, tools, enable_thinking, add_generation_prompt,
+                    continue_assistant_message, date, bos_token, tools_text)
+        if done is not None:
+            return Rendered(*done)
+    spans = []
     marks = []
     pieces = _render_pieces(messages, dialect, tools, enable_thinking, add_generation_prompt,
                             continue_assistant_message, date, bos_token, tools_text, marks)
-    spans = []
     position = 0
     previous = 0
     start = 0
