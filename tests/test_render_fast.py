@@ -10,6 +10,7 @@ two paths against each other directly:
   general path raises;
 * it does answer on the usual case (the shipped samples, long conversations, every
   string width);
+* ``render_with_spans`` through it gives the general path's text and spans (or error);
 * its tool-signature cache never serves a text for a tool that would render differently
   (mutated in place, 1 / 1.0 / True, 0.0 / -0.0, key order, many variants of one name).
 
@@ -86,7 +87,9 @@ def agree(dialect, messages, **kw):
 @settings(max_examples=EXAMPLES, **_settings)
 @given(data=st.data())
 def test_generated_inputs_agree(dialect, strategy, data):
-    agree(dialect, **data.draw(strategy(dialect), label="inputs"))
+    inputs = data.draw(strategy(dialect), label="inputs")
+    agree(dialect, **inputs)
+    spans_agree(dialect, **inputs)  # render_with_spans (below)
 
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
@@ -561,15 +564,6 @@ def spans_agree(dialect, messages, **kw):
         assert isinstance(got, tuple) and got[0] != "error"
         assert got.text == fast(dialect, messages, **kw)
     return answered
-
-
-@pytest.mark.parametrize("dialect", S.DIALECTS)
-@pytest.mark.parametrize("strategy", [S.render_inputs, S.wild_render_inputs],
-                         ids=["realistic", "wild"])
-@settings(max_examples=EXAMPLES, **_settings)
-@given(data=st.data())
-def test_spans_of_generated_inputs_agree(dialect, strategy, data):
-    spans_agree(dialect, **data.draw(strategy(dialect), label="inputs"))
 
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
