@@ -139,40 +139,37 @@ cdef extern from *:
         return p;
     }
 
+    /* The same for 2- and 4-byte strings (LANES characters a step, SHIFT: log2 of the
+       bytes per character). Signed compares: 0x8000 and above (2 bytes) are negative, so
+       "< 32" finds them; 0x80 to 0x7FFF (and beyond, in 4 bytes) is "> 127". */
+    #if AE_SSE2
+    #define AE_RUN_WIDE(NAME, T, SET1, CMPEQ, CMPLT, CMPGT, LANES, SHIFT)                 \
+    static CYTHON_INLINE Py_ssize_t NAME(const T *d, Py_ssize_t i, Py_ssize_t len) {    \
+        const __m128i quote = SET1(34), bslash = SET1(92);                              \
+        const __m128i space = SET1(32), del = SET1(127);                                \
+        while (len - i >= LANES) {                                                      \
+            __m128i v = _mm_loadu_si128((const __m128i *)(d + i));                      \
+            __m128i m = _mm_or_si128(_mm_or_si128(CMPEQ(v, quote), CMPEQ(v, bslash)),   \
+                                     _mm_or_si128(CMPLT(v, space), CMPGT(v, del)));     \
+            int bits = _mm_movemask_epi8(m);                                            \
+            if (bits) return i + (__builtin_ctz((unsigned)bits) >> SHIFT);              \
+            i += LANES;                                                                 \
+        }                                                                               \
+        while (i < len && ae_plain(d[i])) i++;                                          \
+        return i;                                                                       \
+    }
+    AE_RUN_WIDE(ae_run2, Py_UCS2, _mm_set1_epi16, _mm_cmpeq_epi16, _mm_cmplt_epi16, _mm_cmpgt_epi16, 8, 1)
+    AE_RUN_WIDE(ae_run4, Py_UCS4, _mm_set1_epi32, _mm_cmpeq_epi32, _mm_cmplt_epi32, _mm_cmpgt_epi32, 4, 2)
+    #else
     static CYTHON_INLINE Py_ssize_t ae_run2(const Py_UCS2 *d, Py_ssize_t i, Py_ssize_t len) {
-    #if AE_SSE2
-        const __m128i quote = _mm_set1_epi16(34), bslash = _mm_set1_epi16(92);
-        const __m128i space = _mm_set1_epi16(32), del = _mm_set1_epi16(127);
-        while (len - i >= 8) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
-            /* signed: >= 0x8000 is negative ("< 32"), 0x80-0x7FFF is "> 127" */
-            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi16(v, quote), _mm_cmpeq_epi16(v, bslash)),
-                                     _mm_or_si128(_mm_cmplt_epi16(v, space), _mm_cmpgt_epi16(v, del)));
-            int bits = _mm_movemask_epi8(m);
-            if (bits) return i + (__builtin_ctz((unsigned)bits) >> 1);
-            i += 8;
-        }
-    #endif
         while (i < len && ae_plain(d[i])) i++;
         return i;
     }
-
     static CYTHON_INLINE Py_ssize_t ae_run4(const Py_UCS4 *d, Py_ssize_t i, Py_ssize_t len) {
-    #if AE_SSE2
-        const __m128i quote = _mm_set1_epi32(34), bslash = _mm_set1_epi32(92);
-        const __m128i space = _mm_set1_epi32(32), del = _mm_set1_epi32(127);
-        while (len - i >= 4) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
-            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi32(v, quote), _mm_cmpeq_epi32(v, bslash)),
-                                     _mm_or_si128(_mm_cmplt_epi32(v, space), _mm_cmpgt_epi32(v, del)));
-            int bits = _mm_movemask_epi8(m);
-            if (bits) return i + (__builtin_ctz((unsigned)bits) >> 2);
-            i += 4;
-        }
-    #endif
         while (i < len && ae_plain(d[i])) i++;
         return i;
     }
+    #endif
 
     /* n plain characters (all below 0x80) written as bytes. */
     static CYTHON_INLINE char *ae_narrow2(char *o, const Py_UCS2 *d, Py_ssize_t n) {
