@@ -272,3 +272,71 @@ def test_every_position_of_a_special_character(wide, special):
             line = _io.json_line(text)
             assert line == expected(text), (wide, special, n, k)
             assert _io.json_loads(line) == text
+
+
+# Text the way most of the world writes it: runs of 2-, 3- and 4-byte UTF-8 characters
+# between spaces and punctuation, which the reader's and writer's SIMD steps take 16
+# bytes (8 or 4 characters) at a time; runs long enough to cross several steps.
+_SCRIPTS = {
+    "latin-1": "Grüße aus Zürich, schöne Bücher über Käse. ",
+    "cyrillic": "Съешь же ещё этих мягких французских булок, да выпей чаю. ",
+    "cjk": "我能吞下玻璃而不伤身体。这是一个测试句子。",
+    "devanagari": "मैं काँच खा सकता हूँ और मुझे उससे कोई चोट नहीं पहुंचती। ",
+    "emoji": "Hello 😀 world 🎉 party 🇨🇭 ",
+}
+_ODD = ['"', "\\", "\n", "\x01", "\x1f", "/", "\x7f", "\u2028", "é", "Ā", "€", "😀", "\ud800", "\udfff",
+        # the limits of the UTF-8 lengths
+        "\x80", "\xff", "\u07ff", "\u0800", "\uffff", "\U00010000", "\U0010ffff"]
+
+
+@pytest.mark.parametrize("script", sorted(_SCRIPTS))
+def test_text_of_every_script_with_a_special_character_anywhere(script):
+    """Each character that needs work (an escape, a lone surrogate, a wider character)
+    at every position of 0-70 characters of a script, written and read back; and the
+    string followed, within the same 16 bytes, by a string of another width, whose
+    bytes must not decide the first one's width."""
+    base = (_SCRIPTS[script] * 3)[:70]
+    for special in _ODD:
+        for k in range(0, 71, 1 if special in '"\\\n\ud800' else 3):
+            text = base[:k] + special + base[k:]
+            line = _io.json_line(text)
+            assert line == expected(text), (script, special, k)
+            if _jsonl is not None:
+                agrees(line)
+                agrees(_io.json_line([text[:k], "😀", text[k:], "a"]))
+                agrees(_io.json_line({text[:k]: "é", "k": base[:k % 17]}))
+
+
+@pytest.mark.parametrize("script", sorted(_SCRIPTS))
+def test_long_text_of_every_script(script):
+    """Strings of 0.1 M characters: past the writer's lane counters' flush (every
+    65,536 characters for 2 bytes, 32,768 for 4) and many read steps."""
+    text = (_SCRIPTS[script] * (100_000 // len(_SCRIPTS[script]) + 1))[:100_000]
+    for t in (text, text + "\n", "\t" + text, text + "\ud800", "😀" + text):
+        line = _io.json_line({"content": t})
+        assert line == expected({"content": t})
+        if _jsonl is not None:
+            agrees(line)
+
+
+@needs_reader
+@pytest.mark.parametrize("script", sorted(_SCRIPTS))
+def test_broken_utf8_anywhere_in_text_of_every_script(script):
+    """A truncated sequence, a stray continuation byte, an overlong form or a byte that
+    is never UTF-8, at every byte of a string of a script: json.loads's error."""
+    raw = ('"' + (_SCRIPTS[script] * 2)[:40] + '"').encode()
+    for bad in (b"\x80", b"\xbf", b"\xc0\xaf", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98", b"\xf5", b"\xff",
+                b"\xe0\x80\xaf", b"\xf4\x90\x80\x80", b"\xed\xa0\x80"):
+        for k in range(1, len(raw)):
+            agrees(raw[:k] + bad + raw[k:])
+            agrees(b"[" + raw[:k] + bad + raw[k:] + b', "\xc3\xa9"]')
+
+
+@given(st.text(st.sampled_from("".join(_SCRIPTS.values()) + "".join(_ODD)), max_size=300))
+@settings(max_examples=1500, **_settings)
+def test_mixed_script_text_both_ways(text):
+    line = _io.json_line({"role": "user", "content": text})
+    assert line == expected({"role": "user", "content": text})
+    if _jsonl is not None:
+        agrees(line)
+        agrees(line.rstrip(b"\n") + b" ")

@@ -210,6 +210,126 @@ cdef extern from *:
         return 3;
     }
 
+    /* c (not a surrogate) in UTF-8, or its escape. */
+    static CYTHON_INLINE char *ae_char(char *o, Py_UCS4 c) {
+        if (c < 0x80) {
+            if (ae_plain(c)) *o++ = (char)c; else o = ae_escape(o, c);
+        } else if (c < 0x800) {
+            *o++ = (char)(0xC0 | (c >> 6)); *o++ = (char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            *o++ = (char)(0xE0 | (c >> 12)); *o++ = (char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (char)(0xF0 | (c >> 18)); *o++ = (char)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (char)(0x80 | ((c >> 6) & 0x3F)); *o++ = (char)(0x80 | (c & 0x3F));
+        }
+        return o;
+    }
+
+    /* Pass 2 of ae_str for 2- and 4-byte strings: runs of plain ASCII found and
+       narrowed a step at a time, and the characters between them in a loop of their
+       own (one run search per run, not per character: most text in most scripts is
+       runs of non-ASCII characters between spaces). */
+    #define AE_WRITE_WIDE(RUN, NARROW)                                                  \\
+        while (i < len) {                                                               \\
+            j = RUN(d, i, len);                                                         \\
+            o = NARROW(o, d + i, j - i);                                                \\
+            i = j;                                                                      \\
+            while (i < len && !ae_plain(d[i])) o = ae_char(o, d[i++]);                  \\
+        }
+
+    /* The UTF-8 size of a 2- or 4-byte string's characters beyond one each (escapes
+       included), or -1 when it holds a surrogate. SSE2 counts 16 bytes a step; a step
+       with a character to escape or a surrogate is counted a character at a time. */
+    #if AE_SSE2
+    /* the sum of the 32-bit lanes of v */
+    static CYTHON_INLINE Py_ssize_t ae_hsum32(__m128i v) {
+        v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+        v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+        return (Py_ssize_t)_mm_cvtsi128_si32(v);
+    }
+    #endif
+
+    /* The UTF-8 size of a 2- or 4-byte string's characters beyond one each (escapes
+       included), or -1 when it holds a surrogate. SSE2 counts a lane's extra bytes
+       with compares (-1 a lane for each limit it is above: 0x7F, 0x7FF, 0xFFFF)
+       summed in lanes; a step with a character to escape or a surrogate is counted a
+       character at a time. */
+    static Py_ssize_t ae_size2(const Py_UCS2 *d, Py_ssize_t len) {
+        Py_ssize_t i = 0, size = 0, x;
+    #if AE_SSE2
+        const __m128i quote = _mm_set1_epi16(34), bslash = _mm_set1_epi16(92), zero = _mm_setzero_si128();
+        const __m128i c1f = _mm_set1_epi16(31), c7f = _mm_set1_epi16(0x7F), c7ff = _mm_set1_epi16(0x7FF);
+        const __m128i f800 = _mm_set1_epi16((short)0xF800), d800 = _mm_set1_epi16((short)0xD800);
+        const __m128i one = _mm_set1_epi16(1);
+        while (len - i >= 8) {
+            /* 16-bit lane sums grow by at most 2 a step: flushed every 8,192 steps */
+            __m128i acc = zero;
+            Py_ssize_t stop = len - i >= 8 * 8192 ? i + 8 * 8192 : len - 7;
+            for (; i < stop; i += 8) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
+                /* unsigned v <= c: v - c saturates to 0 */
+                __m128i odd = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi16(v, quote), _mm_cmpeq_epi16(v, bslash)),
+                                           _mm_or_si128(_mm_cmpeq_epi16(_mm_subs_epu16(v, c1f), zero),
+                                                        _mm_cmpeq_epi16(_mm_and_si128(v, f800), d800)));
+                if (_mm_movemask_epi8(odd)) {
+                    Py_ssize_t k;
+                    for (k = i; k < i + 8; k++) {
+                        if ((x = ae_extra(d[k])) < 0) return -1;
+                        size += x;
+                    }
+                    continue;
+                }
+                acc = _mm_add_epi16(acc, _mm_andnot_si128(_mm_cmpeq_epi16(_mm_subs_epu16(v, c7f), zero), one));
+                acc = _mm_add_epi16(acc, _mm_andnot_si128(_mm_cmpeq_epi16(_mm_subs_epu16(v, c7ff), zero), one));
+            }
+            size += ae_hsum32(_mm_madd_epi16(acc, one));
+        }
+    #endif
+        for (; i < len; i++) {
+            if ((x = ae_extra(d[i])) < 0) return -1;
+            size += x;
+        }
+        return size;
+    }
+
+    static Py_ssize_t ae_size4(const Py_UCS4 *d, Py_ssize_t len) {
+        Py_ssize_t i = 0, size = 0, x;
+    #if AE_SSE2
+        /* signed compares are right: characters are at most 0x10FFFF */
+        const __m128i quote = _mm_set1_epi32(34), bslash = _mm_set1_epi32(92), c20 = _mm_set1_epi32(32);
+        const __m128i c7f = _mm_set1_epi32(0x7F), c7ff = _mm_set1_epi32(0x7FF), cffff = _mm_set1_epi32(0xFFFF);
+        const __m128i f800 = _mm_set1_epi32(0x1FF800), d800 = _mm_set1_epi32(0xD800);
+        while (len - i >= 4) {
+            /* minus the count: the lanes drop by at most 3 a step, flushed every 8,192 steps */
+            __m128i acc = _mm_setzero_si128();
+            Py_ssize_t stop = len - i >= 4 * 8192 ? i + 4 * 8192 : len - 3;
+            for (; i < stop; i += 4) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
+                __m128i odd = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi32(v, quote), _mm_cmpeq_epi32(v, bslash)),
+                                           _mm_or_si128(_mm_cmplt_epi32(v, c20),
+                                                        _mm_cmpeq_epi32(_mm_and_si128(v, f800), d800)));
+                if (_mm_movemask_epi8(odd)) {
+                    Py_ssize_t k;
+                    for (k = i; k < i + 4; k++) {
+                        if ((x = ae_extra(d[k])) < 0) return -1;
+                        size += x;
+                    }
+                    continue;
+                }
+                acc = _mm_add_epi32(acc, _mm_add_epi32(_mm_cmpgt_epi32(v, c7f),
+                                                       _mm_add_epi32(_mm_cmpgt_epi32(v, c7ff), _mm_cmpgt_epi32(v, cffff))));
+            }
+            size -= ae_hsum32(acc);
+        }
+    #endif
+        for (; i < len; i++) {
+            if ((x = ae_extra(d[i])) < 0) return -1;
+            size += x;
+        }
+        return size;
+    }
+
     /* s (an exact str) as a JSON string in UTF-8. 1: it holds a lone surrogate
        (nothing written); -1: error set. A first pass counts the bytes (so the buffer
        grows to the exact size: a reservation of the worst case, 6 bytes a character,
@@ -226,17 +346,11 @@ cdef extern from *:
             const Py_UCS1 *d = (const Py_UCS1 *)data, *q = d, *e = d + len;
             while ((q = ae_run1(q, e)) < e) size += ae_extra(*q++);
         } else if (kind == PyUnicode_2BYTE_KIND) {
-            const Py_UCS2 *d = (const Py_UCS2 *)data;
-            while ((i = ae_run2(d, i, len)) < len) {
-                if ((x = ae_extra(d[i++])) < 0) return 1;
-                size += x;
-            }
+            if ((x = ae_size2((const Py_UCS2 *)data, len)) < 0) return 1;
+            size += x;
         } else {
-            const Py_UCS4 *d = (const Py_UCS4 *)data;
-            while ((i = ae_run4(d, i, len)) < len) {
-                if ((x = ae_extra(d[i++])) < 0) return 1;
-                size += x;
-            }
+            if ((x = ae_size4((const Py_UCS4 *)data, len)) < 0) return 1;
+            size += x;
         }
         if (ae_reserve(b, size) < 0) return -1;
         char *o = b->p + b->n;
@@ -256,39 +370,10 @@ cdef extern from *:
             }
         } else if (kind == PyUnicode_2BYTE_KIND) {
             const Py_UCS2 *d = (const Py_UCS2 *)data;
-            for (; i < len; i++) {
-                j = ae_run2(d, i, len);
-                o = ae_narrow2(o, d + i, j - i);
-                if ((i = j) >= len) break;
-                Py_UCS4 c = d[i];
-                if (c < 0x80) {
-                    if (ae_plain(c)) *o++ = (char)c; else o = ae_escape(o, c);
-                } else if (c < 0x800) {
-                    *o++ = (char)(0xC0 | (c >> 6)); *o++ = (char)(0x80 | (c & 0x3F));
-                } else {
-                    *o++ = (char)(0xE0 | (c >> 12)); *o++ = (char)(0x80 | ((c >> 6) & 0x3F));
-                    *o++ = (char)(0x80 | (c & 0x3F));
-                }
-            }
+            AE_WRITE_WIDE(ae_run2, ae_narrow2)
         } else {
             const Py_UCS4 *d = (const Py_UCS4 *)data;
-            for (; i < len; i++) {
-                j = ae_run4(d, i, len);
-                o = ae_narrow4(o, d + i, j - i);
-                if ((i = j) >= len) break;
-                Py_UCS4 c = d[i];
-                if (c < 0x80) {
-                    if (ae_plain(c)) *o++ = (char)c; else o = ae_escape(o, c);
-                } else if (c < 0x800) {
-                    *o++ = (char)(0xC0 | (c >> 6)); *o++ = (char)(0x80 | (c & 0x3F));
-                } else if (c < 0x10000) {
-                    *o++ = (char)(0xE0 | (c >> 12)); *o++ = (char)(0x80 | ((c >> 6) & 0x3F));
-                    *o++ = (char)(0x80 | (c & 0x3F));
-                } else {
-                    *o++ = (char)(0xF0 | (c >> 18)); *o++ = (char)(0x80 | ((c >> 12) & 0x3F));
-                    *o++ = (char)(0x80 | ((c >> 6) & 0x3F)); *o++ = (char)(0x80 | (c & 0x3F));
-                }
-            }
+            AE_WRITE_WIDE(ae_run4, ae_narrow4)
         }
         *o++ = '"';
         if (o - (b->p + b->n) != size) {  /* the two passes disagree: a bug here */
@@ -509,20 +594,122 @@ cdef extern from *:
         }
     }
 
-    /* The end of the run of plain ASCII string characters at p (not '"', not the
-       backslash, 0x20-0x7F): the writer's ae_run1. */
-    #define jd_plain_run ae_run1
+    /* Pass 1 of jd_string over the bytes that need no work there: ASCII other than '"',
+       the backslash and controls, and every byte >= 0x80 (UTF-8 is checked in pass 2).
+       Counts the characters that start (a byte that is not 10xxxxxx starts one) into
+       *n and keeps the largest byte in *maxb; stops at '"', the backslash, a control
+       byte or the end. SSE2 takes 16 bytes a step. */
+    #if AE_SSE2
+    static const unsigned char jd_first_k[32] = {
+        255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    #endif
+    static CYTHON_INLINE const unsigned char *jd_scan(const unsigned char *p, const unsigned char *end,
+                                                       Py_ssize_t *n, unsigned *maxb) {
+        Py_ssize_t count = *n;
+        unsigned top = *maxb;
+    #if AE_SSE2
+        const __m128i quote = _mm_set1_epi8(34), bslash = _mm_set1_epi8(92), zero = _mm_setzero_si128();
+        const __m128i c1f = _mm_set1_epi8(31), c0 = _mm_set1_epi8((char)0xC0);
+        /* continuation bytes counted in byte lanes (-1 each), summed every 255 steps */
+        __m128i vmax = zero, conts = zero, sums = zero;
+        int steps = 0;
+        while (end - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            /* unsigned v <= 31: min(v, 31) == v */
+            __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                        _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v));
+            /* signed: 0x80-0xBF are -128..-65, below 0xC0 (-64); ASCII is not */
+            __m128i cont = _mm_cmplt_epi8(v, c0);
+            unsigned bits = (unsigned)_mm_movemask_epi8(stop);
+            if (bits) {
+                unsigned k = (unsigned)__builtin_ctz(bits);
+                __m128i first = _mm_loadu_si128((const __m128i *)(jd_first_k + 16 - k));
+                conts = _mm_add_epi8(conts, _mm_and_si128(cont, first));
+                vmax = _mm_max_epu8(vmax, _mm_and_si128(v, first));
+                count += (Py_ssize_t)k;
+                p += k;
+                break;
+            }
+            conts = _mm_add_epi8(conts, cont);
+            vmax = _mm_max_epu8(vmax, v);
+            count += 16;
+            p += 16;
+            if (++steps == 255) {
+                sums = _mm_add_epi64(sums, _mm_sad_epu8(_mm_sub_epi8(zero, conts), zero));
+                conts = zero;
+                steps = 0;
+            }
+        }
+        sums = _mm_add_epi64(sums, _mm_sad_epu8(_mm_sub_epi8(zero, conts), zero));
+        {
+            uint64_t halves[2];
+            unsigned char lanes[16];
+            int i;
+            _mm_storeu_si128((__m128i *)halves, sums);
+            count -= (Py_ssize_t)(halves[0] + halves[1]);
+            _mm_storeu_si128((__m128i *)lanes, vmax);
+            for (i = 0; i < 16; i++) if (lanes[i] > top) top = lanes[i];
+        }
+    #endif
+        /* the rest (under 16 bytes), or nothing when a step stopped at a byte above */
+        while (p < end) {
+            unsigned b = *p;
+            if (b == 34 || b == 92 || b < 32) break;
+            count += (b & 0xC0) != 0x80;
+            if (b > top) top = b;
+            p++;
+        }
+        *n = count;
+        *maxb = top;
+        return p;
+    }
 
-    /* Pass 2 of jd_string for one width: the characters of [p, close) written to out. */
+    /* The widest character that UTF-8 whose largest byte is b can hold, as far as the
+       string's kind goes (the lead byte bounds its character: C2-C3 Latin-1, C4-DF
+       below U+0800, E0-EF below U+10000, F0-F4 beyond). Invalid bytes are found in
+       pass 2, which gives the string up. */
+    static CYTHON_INLINE long jd_lead_max(unsigned b) {
+        return b < 0x80 ? 0 : b < 0xC4 ? 0xFF : b < 0xE0 ? 0x7FF : b < 0xF0 ? 0xFFFF : 0x10FFFF;
+    }
+
+    /* Pass 2 of jd_string for one width: the characters of [p, close) written to out,
+       runs of ASCII 16 bytes a step, runs of other characters in a loop of their own;
+       bad UTF-8 (-1 from jd_utf8) gives up (goto bad). */
+    #if AE_SSE2
+    #define JD_ASCII16(T)                                                            \
+        while (close - p >= 16) {                                                    \
+            __m128i v = _mm_loadu_si128((const __m128i *)p);                         \
+            unsigned m = (unsigned)(_mm_movemask_epi8(v)                             \
+                                    | _mm_movemask_epi8(_mm_cmpeq_epi8(v, bs)));     \
+            unsigned k = m ? (unsigned)__builtin_ctz(m) : 16u, i;                    \
+            for (i = 0; i < k; i++) out[i] = (T)p[i];                                \
+            out += k;                                                                \
+            p += k;                                                                  \
+            if (m) break;                                                            \
+        }
+    #define JD_BSLASH const __m128i bs = _mm_set1_epi8(92);
+    #else
+    #define JD_ASCII16(T)
+    #define JD_BSLASH
+    #endif
     #define JD_WRITE(T)                                                              \
         while (p < close) {                                                          \
-            const unsigned char *q = jd_plain_run(p, close);                         \
-            for (; p < q; p++) *out++ = (T)*p;                                        \
+            JD_ASCII16(T)                                                            \
+            while (p < close && *p < 0x80 && *p != 92) *out++ = (T)*p++;             \
             if (p >= close) break;                                                   \
-            if (*p == 92) c = jd_escape(p, close + 1, &len);                         \
-            else c = jd_utf8(p, close, &len);                                        \
-            *out++ = (T)c;                                                           \
-            p += len;                                                                \
+            if (*p == 92) {                                                          \
+                c = jd_escape(p, close + 1, &len);                                   \
+                *out++ = (T)c;                                                       \
+                p += len;                                                            \
+                continue;                                                            \
+            }                                                                        \
+            do {                                                                     \
+                c = jd_utf8(p, close, &len);                                         \
+                if (c < 0) goto bad;                                                 \
+                *out++ = (T)c;                                                       \
+                p += len;                                                            \
+            } while (p < close && *p >= 0x80);                                       \
         }
 
     /* The string whose opening quote s->p is on. Pass 1 finds its end, its length in
@@ -531,32 +718,33 @@ cdef extern from *:
         const unsigned char *start = s->p + 1, *p = start, *end = s->end;
         Py_ssize_t n = 0;
         long maxc = 0, c;
-        int len = 1, special = 0;
+        unsigned maxb = 0;
+        int len = 1, escapes = 0;
         for (;;) {
-            const unsigned char *q = jd_plain_run(p, end);
-            n += q - p;
-            p = q;
+            p = jd_scan(p, end, &n, &maxb);
             if (p >= end) return NULL;                      /* unterminated */
             c = *p;
             if (c == 34) break;
             if (c < 32) return NULL;                        /* control character (strict) */
-            c = c == 92 ? jd_escape(p, end, &len) : jd_utf8(p, end, &len);
+            c = jd_escape(p, end, &len);
             if (c < 0) return NULL;
             if (c > maxc) maxc = c;
-            special = 1;
+            escapes = 1;
             p += len;
             n++;
         }
         const unsigned char *close = p;
         s->p = close + 1;
+        if (jd_lead_max(maxb) > maxc) maxc = jd_lead_max(maxb);
         PyObject *r = PyUnicode_New(n, maxc < 128 ? 127 : (Py_UCS4)maxc);
         if (r == NULL) return NULL;
-        if (!special) {                                     /* plain ASCII: one copy */
+        if (!escapes && maxb < 0x80) {                      /* plain ASCII: one copy */
             memcpy(PyUnicode_1BYTE_DATA(r), start, (size_t)n);
             return r;
         }
         p = start;
         Py_ssize_t written;
+        JD_BSLASH
         switch (PyUnicode_KIND(r)) {
         case PyUnicode_1BYTE_KIND: {
             Py_UCS1 *out = PyUnicode_1BYTE_DATA(r), *first = out;
@@ -582,6 +770,9 @@ cdef extern from *:
             return NULL;
         }
         return r;
+    bad:                     /* not UTF-8: json.loads reports it */
+        Py_DECREF(r);
+        return NULL;
     }
 
     static CYTHON_INLINE int jd_digit(const unsigned char *p, const unsigned char *end) {
