@@ -14,7 +14,8 @@ arguments of ``apertus_fast.render`` / the template variables). The mix covers:
   ``{"parts": [...]}`` (and, for ``apertus-1.5`` only, plain part lists with image and
   audio parts, OpenAI-shaped tools and tool calls with object arguments);
 * English, German, French and Italian prose, emoji, CJK, code, from one-line chat to
-  long documents (tens of KB).
+  long documents (tens of KB); with ``mix="world"``, prose in Cyrillic, CJK, Arabic,
+  Devanagari and Greek instead (the command-line benchmark's second file).
 
 Generation is seeded (``random.Random``), so the corpus is the same on every machine.
 Items are returned as ``json.loads`` of their JSON lines, decoded in one pass, as a
@@ -127,6 +128,54 @@ _TABLE = (
     "| Vaud | Lausanne | Français |\n| Ticino | Bellinzona | Italiano |\n| Graubünden | Chur | Deutsch, Rumantsch, Italiano |"
 )
 _LANGS = [(_EN, 55), (_DE, 15), (_FR, 12), (_IT, 10), (_CJK, 8)]
+
+# The "world" mix (``corpus(..., mix="world")``, the command-line benchmark's second
+# file): prose in scripts whose every letter is 2 or 3 bytes of UTF-8 (Cyrillic, Greek,
+# Arabic: 2; Devanagari, CJK: 3), as most of the languages Apertus was trained on are
+# written.
+_RU = [
+    "Съешь же ещё этих мягких французских булок, да выпей чаю.",
+    "Поезд из Цюриха в Женеву отправляется каждые полчаса.",
+    "Пожалуйста, проверьте данные перед публикацией результатов.",
+    "Почему небо днём голубое, а на закате красное?",
+    "Мы получили ваш запрос и ответим в ближайшее время.",
+    "Какая разница между жадным алгоритмом и динамическим программированием?",
+]
+_EL = [
+    "Το τρένο για τη Λωζάνη έχει καθυστέρηση περίπου είκοσι λεπτά.",
+    "Μπορείτε να μου εξηγήσετε πώς λειτουργεί αυτός ο αλγόριθμος;",
+    "Ευχαριστώ πολύ για τη λεπτομερή και σαφή απάντησή σας.",
+    "Η λίμνη της Γενεύης είναι η μεγαλύτερη λίμνη της δυτικής Ευρώπης.",
+]
+_AR = [
+    "هل يمكنك مساعدتي في كتابة رسالة تعريفية؟",
+    "يغادر القطار من زيورخ إلى جنيف كل نصف ساعة.",
+    "يجب التحقق من البيانات قبل نشر النتائج.",
+    "شكراً جزيلاً على إجابتك المفصلة والواضحة.",
+    "ما الفرق بين الخوارزمية الجشعة والبرمجة الديناميكية؟",
+]
+_HI = [
+    "मैं काँच खा सकता हूँ और मुझे उससे कोई चोट नहीं पहुंचती।",
+    "ज्यूरिख से जिनेवा के लिए ट्रेन हर आधे घंटे में चलती है।",
+    "कृपया परिणाम प्रकाशित करने से पहले डेटा की जाँच करें।",
+    "आपके विस्तृत और स्पष्ट उत्तर के लिए बहुत धन्यवाद।",
+    "मशीन लर्निंग मॉडल को बहुत सारे प्रशिक्षण डेटा की आवश्यकता होती है।",
+]
+#: Language mixes: for each, the prose pools a conversation draws from (weighted), or,
+#: for "world", the languages a conversation is in: one each (weighted), its sentences
+#: 85 % in it and 15 % in English.
+_MIXES = {
+    "swiss": _LANGS,
+    "world": [(_RU, 25), (_CJK, 25), (_AR, 20), (_HI, 20), (_EL, 10)],
+}
+
+
+class _Random(random.Random):
+    """The generator's source of randomness, carrying the language mix it draws prose from."""
+
+    def __init__(self, seed, langs):
+        super().__init__(seed)
+        self.langs = langs
 
 _SYSTEM_PROMPTS = [
     "You are a helpful assistant.",
@@ -468,8 +517,8 @@ def _random_tool(r: random.Random, i: int) -> tuple[dict, object]:
 
 # --------------------------------------------------------------------------- text makers
 
-def _sentence(r: random.Random) -> str:
-    pool = r.choices([p for p, _ in _LANGS], [w for _, w in _LANGS])[0]
+def _sentence(r: _Random) -> str:
+    pool = r.choices([p for p, _ in r.langs], [w for _, w in r.langs])[0]
     return r.choice(pool)
 
 
@@ -707,15 +756,21 @@ def render_kwargs(item: dict, dialect: str) -> dict:
 
 
 @lru_cache(maxsize=None)
-def _build(dialect: str, n: int, seed: int):
+def _build(dialect: str, n: int, seed: int, mix: str = "swiss"):
     if dialect not in DIALECT_FILES:
         raise ValueError(f"unknown dialect {dialect!r}")
+    if mix not in _MIXES:
+        raise ValueError(f"unknown language mix {mix!r}: one of {sorted(_MIXES)}")
     if ORACLE_MISSING:
         raise RuntimeError(f"cannot validate the corpus: {ORACLE_MISSING}")
-    r = random.Random(f"apertus-bench:{dialect}:{seed}")
+    # (the default mix keeps the seed it always had: the same corpus as before mixes)
+    r = _Random(f"apertus-bench:{dialect}:{seed}" + ("" if mix == "swiss" else f":{mix}"), _MIXES[mix])
     gen = _Gen(dialect, r)
     items, texts = [], []
     for i in range(n):
+        if mix == "world":
+            pools = _MIXES[mix]
+            r.langs = [(r.choices([p for p, _ in pools], [w for _, w in pools])[0], 85), (_EN, 15)]
         item = gen.conversation()
         try:
             text = oracle_render(item["messages"], **render_kwargs(item, dialect))
@@ -733,16 +788,19 @@ def _build(dialect: str, n: int, seed: int):
     return tuple(items), tuple(texts)
 
 
-def corpus(dialect: str, n: int = N, seed: int = 0) -> list[dict]:
-    """``n`` validated conversation items of ``dialect`` (deterministic for ``seed``).
+def corpus(dialect: str, n: int = N, seed: int = 0, mix: str = "swiss") -> list[dict]:
+    """``n`` validated conversation items of ``dialect`` (deterministic for ``seed``),
+    their prose drawn from the language ``mix``: ``"swiss"`` (English, German, French,
+    Italian, some CJK: the benchmarks of record) or ``"world"`` (Cyrillic, CJK, Arabic,
+    Devanagari, Greek, some English).
 
     The items are shared between calls (cached): treat them as read-only."""
-    return list(_build(dialect, n, seed)[0])
+    return list(_build(dialect, n, seed, mix)[0])
 
 
-def rendered(dialect: str, n: int = N, seed: int = 0) -> list[str]:
-    """The official template's rendering of ``corpus(dialect, n, seed)``, item by item."""
-    return list(_build(dialect, n, seed)[1])
+def rendered(dialect: str, n: int = N, seed: int = 0, mix: str = "swiss") -> list[str]:
+    """The official template's rendering of ``corpus(dialect, n, seed, mix)``, item by item."""
+    return list(_build(dialect, n, seed, mix)[1])
 
 
 def summary(dialect: str, n: int = N, seed: int = 0) -> dict:

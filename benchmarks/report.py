@@ -298,13 +298,14 @@ def stream_table(r: Results) -> list[str]:
 
 
 def cli_table(r: Results) -> list[str]:
-    commands = [c for c in ("render", "parse") if r.by.get(("cli", c, "json loop"))
-                or r.by.get(("cli", c, "apertus-fast -j 1"))]
+    commands = [c for c in ("render", "parse", "render-world", "parse-world")
+                if r.by.get(("cli", c, "json loop")) or r.by.get(("cli", c, "apertus-fast -j 1"))]
     if not commands:
         return []
     out = ["### Command line (bulk JSONL)", "",
            "`apertus-fast render` / `parse` on the apertus-1.5 corpus written 5 times over as JSONL "
-           "(output to /dev/null). Baseline: the loop a user writes with the json module "
+           "(output to /dev/null); `render-world` / `parse-world`: the same with the corpus's world "
+           "language mix (prose in Cyrillic, CJK, Arabic, Devanagari, Greek). Baseline: the loop a user writes with the json module "
            "(`json.loads`, `render` or `parse(...).to_dict()`, `json.dumps(..., ensure_ascii=False)`, "
            "write); the command's output is checked to be byte-identical to the loop's before timing. "
            "`-j N`: N worker processes.", "",

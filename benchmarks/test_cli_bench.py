@@ -2,8 +2,12 @@
 
 The data (group ``cli <command>``): the apertus-1.5 corpus (``corpus.py``) written
 ``CLI_REPEAT`` times over as JSONL, one conversation a line, for ``render``; its
-rendered texts, one JSON string a line, for ``parse``. Outputs go to ``/dev/null``
-(written in place: no temp file and no fsync, so the disk is not timed).
+rendered texts, one JSON string a line, for ``parse``. ``render-world`` and
+``parse-world`` do the same with the corpus's "world" language mix (prose in Cyrillic,
+CJK, Arabic, Devanagari, Greek: 2-3 bytes of UTF-8 a letter), where reading and writing
+JSON is a character-by-character job for the json module and for a naive compiled
+reader alike. Outputs go to ``/dev/null`` (written in place: no temp file and no
+fsync, so the disk is not timed).
 
 * baseline: **the loop a user writes** with the json module: ``json.loads`` a line,
   ``apertus_fast.render`` (or ``parse(...).to_dict()``), ``json.dumps(...,
@@ -46,22 +50,31 @@ def _workers() -> int:
     return max(n, 2)
 
 
+#: The benchmarked commands: (command, the corpus's language mix).
+COMMANDS = {"render": ("render", "swiss"), "parse": ("parse", "swiss"),
+            "render-world": ("render", "world"), "parse-world": ("parse", "world")}
+
+
 @lru_cache(maxsize=None)
 def _files(tmp: str) -> dict:
-    conv = os.path.join(tmp, "conversations.jsonl")
-    with open(conv, "w", encoding="utf-8") as f:
-        for _ in range(CLI_REPEAT):
-            for it in corpus(DIALECT):
-                f.write(json.dumps({"messages": it["messages"], "tools": it["tools"],
-                                    "enable_thinking": it["enable_thinking"],
-                                    "add_generation_prompt": it["add_generation_prompt"]},
-                                   ensure_ascii=False) + "\n")
-    texts = os.path.join(tmp, "rendered.jsonl")
-    with open(texts, "w", encoding="utf-8") as f:
-        for _ in range(CLI_REPEAT):
-            for t in rendered(DIALECT):
-                f.write(json.dumps(t, ensure_ascii=False) + "\n")
-    return {"render": conv, "parse": texts}
+    files = {}
+    for mix in ("swiss", "world"):
+        suffix = "" if mix == "swiss" else "-" + mix
+        conv = os.path.join(tmp, f"conversations{suffix}.jsonl")
+        with open(conv, "w", encoding="utf-8") as f:
+            for _ in range(CLI_REPEAT):
+                for it in corpus(DIALECT, mix=mix):
+                    f.write(json.dumps({"messages": it["messages"], "tools": it["tools"],
+                                        "enable_thinking": it["enable_thinking"],
+                                        "add_generation_prompt": it["add_generation_prompt"]},
+                                       ensure_ascii=False) + "\n")
+        texts = os.path.join(tmp, f"rendered{suffix}.jsonl")
+        with open(texts, "w", encoding="utf-8") as f:
+            for _ in range(CLI_REPEAT):
+                for t in rendered(DIALECT, mix=mix):
+                    f.write(json.dumps(t, ensure_ascii=False) + "\n")
+        files["render" + suffix], files["parse" + suffix] = conv, texts
+    return files
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +93,7 @@ def _setup(benchmark, command, engine, path, jobs):
 def _loop(command, path, out_path=os.devnull):
     from apertus_fast import parse, render
 
+    command = COMMANDS[command][0]
     loads, dumps = json.loads, json.dumps
     with open(path, "rb") as f, open(out_path, "wb") as out:
         for line in f:
@@ -95,6 +109,7 @@ def _loop(command, path, out_path=os.devnull):
 
 
 def _argv(command, path, jobs, out=os.devnull):
+    command = COMMANDS[command][0]
     argv = [command, path, "-o", out, "--dialect", DIALECT, "-q", "-j", str(jobs)]
     return argv + (["--date", DATE] if command == "render" else [])
 
@@ -117,13 +132,13 @@ def _gate(command, path, jobs):
         assert f.read() == _expected(command, path)
 
 
-@pytest.mark.parametrize("command", ["render", "parse"])
+@pytest.mark.parametrize("command", list(COMMANDS))
 def test_cli_loop(benchmark, files, command):
     _setup(benchmark, command, "json loop", files[command], 1)
     benchmark(_loop, command, files[command])
 
 
-@pytest.mark.parametrize("command", ["render", "parse"])
+@pytest.mark.parametrize("command", list(COMMANDS))
 def test_cli_one_process(benchmark, files, command):
     from apertus_fast import cli
 
@@ -132,7 +147,7 @@ def test_cli_one_process(benchmark, files, command):
     benchmark(cli.main, _argv(command, files[command], 1))
 
 
-@pytest.mark.parametrize("command", ["render", "parse"])
+@pytest.mark.parametrize("command", list(COMMANDS))
 def test_cli_workers(benchmark, files, command):
     from apertus_fast import cli
 
