@@ -15,6 +15,7 @@ import gzip
 import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -23,8 +24,23 @@ from apertus_fast import cli
 from .test_cli import (CONVERSATIONS, DATE, RENDERED_15, bad_corpus, good_line, render,
                        sample_completions, sample_values, write_lines)
 
-#: (workers, block bytes): one block per line or two, and a few lines per block
-SETTINGS = [(2, 1), (3, 700), (2, 5000)]
+#: (workers, block bytes, least output handed over as a part file): one block per line
+#: or two, and a few lines per block; outputs through the result pipe only, as part
+#: files only (Linux), and both
+SETTINGS = [(2, 1, 1 << 40), (3, 700, 0), (2, 5000, 300)]
+
+
+@pytest.fixture(autouse=True)
+def parts_dir(tmp_path_factory, monkeypatch):
+    """Temp files (the --jobs part directories) go to a directory of the test's own,
+    which must be empty again when the test ends: no part file or directory is left
+    behind, whatever happened."""
+    import tempfile
+
+    tmp = tmp_path_factory.mktemp("parts")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    yield tmp
+    assert os.listdir(tmp) == []
 
 
 def run(capsys, argv):
@@ -61,11 +77,12 @@ def same_as_one_process(tmp_path, capsys, monkeypatch, argv, out_name="out.jsonl
     """Run ``argv`` with -j 1 and with each of SETTINGS; every run must agree."""
     out = tmp_path / out_name
     base = run(capsys, [*argv, "-o", out]) + (out.read_bytes(),)
-    for jobs, block in SETTINGS:
+    for jobs, block, handoff in SETTINGS:
         monkeypatch.setattr(cli, "BATCH_BYTES", block)
         monkeypatch.setattr(cli, "BATCH_ROWS", max(1, block // 500))
+        monkeypatch.setattr(cli, "HANDOFF_BYTES", handoff)
         got = run(capsys, [*argv, "-o", out, "-j", jobs]) + (out.read_bytes(),)
-        assert got == base, (jobs, block)
+        assert got == base, (jobs, block, handoff)
     return base
 
 
@@ -129,7 +146,7 @@ def test_validate(tmp_path, capsys, monkeypatch):
     base = run(capsys, ["validate", src, "--dialect", "apertus-1"])
     assert base[0] == 1 and base[1]
     assert base[1].count('warning: message 1: "reasoning_content" is not rendered') == 1
-    for jobs, block in SETTINGS:
+    for jobs, block, _ in SETTINGS:
         monkeypatch.setattr(cli, "BATCH_BYTES", block)
         assert run(capsys, ["validate", src, "--dialect", "apertus-1",
                             "-j", jobs]) == base
@@ -160,7 +177,6 @@ def test_gzip_input_and_stdin(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "BATCH_BYTES", 300)
     assert run(capsys, ["render", gz, "--date", DATE, "-o", out, "-j", 2]) + (out.read_bytes(),) == base
     import io
-    import sys
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     status, _, err = run(capsys, ["render", "-", "--date", DATE, "-o", out, "-j", 2])
     assert status == 1 and out.read_bytes() == base[3]
@@ -171,14 +187,33 @@ def test_a_line_longer_than_a_block(tmp_path, capsys, monkeypatch):
     lines = [good_line("short"), good_line("long " * 5000), "", good_line("after")]
     src = write_lines(tmp_path / "in.jsonl", lines)
     monkeypatch.setattr(cli, "BATCH_BYTES", 64)
-    with cli._io.open_input(str(src)) as inp:
-        blocks = list(cli._line_blocks((), inp, None))
     data = src.read_bytes()
-    assert b"".join(b for _, b, _ in blocks) == data
-    assert [n for n, _, _ in blocks] == [1] + [1 + sum(b.count(b"\n") for _, b, _ in blocks[:i])
-                                               for i in range(1, len(blocks))]
-    assert all(b.endswith(b"\n") and data[o:o + len(b)] == b for _, b, o in blocks)
+    gz = tmp_path / "in.jsonl.gz"
+    gz.write_bytes(gzip.compress(data))
+    for path, ranges in ((src, True), (gz, False)):
+        with cli._io.open_input(str(path)) as inp:
+            lines = iter(inp)  # (kept alive: dropping it would close the file)
+            head = [next(lines)]  # a line already read (format detection does so)
+            blocks = list(cli._line_blocks(head, inp, None))
+        # a plain file is cut into ranges that the workers read; anything else into bytes
+        assert all((b is None) == ranges for _, b, _, _ in blocks)
+        pieces = [data[o:o + n] for _, _, o, n in blocks]
+        assert b"".join(pieces) == data
+        assert ranges or [b for _, b, _, _ in blocks] == pieces
+        assert all(p.endswith(b"\n") for p in pieces)
+        assert [n for n, _, _, _ in blocks] == [1] + [1 + sum(p.count(b"\n") for p in pieces[:i])
+                                                      for i in range(1, len(blocks))]
     same_as_one_process(tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE])
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"a", b"\n" * 5000, bytes(range(256)) * 40,
+                                  b"x\n" * 2041 + b"y"])
+def test_newlines_are_counted_as_bytes_count_counts_them(data):
+    for start, end in ((0, None), (1, None), (0, -1), (-17, None), (3, 2), (4079, 4097), (0, 10**9)):
+        want = data.count(b"\n", start, len(data) if end is None else end)
+        assert cli._io.count_newlines(data, start, end) == want, (start, end)
+        assert cli._io._count_newlines(data, start, end) == want
+    assert cli._io.count_newlines(bytearray(data)) == data.count(b"\n")
 
 
 def test_parquet_in_and_out(tmp_path, capsys, monkeypatch):
@@ -287,7 +322,6 @@ def test_signals_stop_the_workers_too(tmp_path, sig, status):
     no temp file left, and no worker left behind, even when the parent is killed."""
     import signal
     import subprocess
-    import sys
     import time
 
     from .test_cli import PKG_ROOT
@@ -297,7 +331,9 @@ def test_signals_stop_the_workers_too(tmp_path, sig, status):
     outdir = tmp_path / "out"
     outdir.mkdir()
     out = outdir / "rendered.jsonl"
-    env = dict(os.environ)
+    tmp = tmp_path / "tmp"  # (where the part files go)
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", "render", str(big), "-o", str(out),
                              "--date", DATE, "-j", "2"], stderr=subprocess.PIPE, env=env)
@@ -318,3 +354,59 @@ def test_signals_stop_the_workers_too(tmp_path, sig, status):
     assert not [w for w in workers if _alive(w)]
     if sig != "SIGKILL":  # (a killed process cannot clean up its temp file)
         assert os.listdir(outdir) == []
+        assert os.listdir(tmp) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="part files are used on Linux")
+@pytest.mark.parametrize("output", ["out.jsonl", "out.jsonl.gz", "-"])
+def test_outputs_come_back_as_part_files(tmp_path, capsys, monkeypatch, parts_dir, output):
+    """On Linux the workers hand their blocks' output over as part files, which this
+    process copies into the output (sendfile into a file; written through ``out.write``
+    where the output has no descriptor, as under capsys); a part that cannot be written
+    goes through the pipe instead. The output is that of one process every way."""
+    src = write_mixed(tmp_path, mixed_lines(tmp_path))
+    argv = ["render", src, "--date", DATE, "-o", tmp_path / output if output != "-" else "-"]
+
+    def output_bytes(captured_out):
+        if output == "-":
+            return captured_out.encode("utf-8", "surrogateescape")
+        data = (tmp_path / output).read_bytes()
+        return gzip.decompress(data) if output.endswith(".gz") else data
+
+    status, out, err = run(capsys, argv)
+    base = (status, err, output_bytes(out))
+    copied = []
+    real = cli._copy_part
+    monkeypatch.setattr(cli, "_copy_part", lambda o, part: (copied.append(part[1]), real(o, part)))
+    monkeypatch.setattr(cli, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(cli, "HANDOFF_BYTES", 0)
+    status, out, err = run(capsys, [*argv, "-j", "2"])
+    assert (status, err, output_bytes(out)) == base
+    assert len(copied) > 3 and sum(copied) >= len(base[2]) // (3 if output.endswith(".gz") else 1) // 2
+    # a worker that cannot write a part sends the bytes through the pipe
+    monkeypatch.setattr(cli, "_write_part", lambda directory, data: None)
+    copied.clear()
+    status, out, err = run(capsys, [*argv, "-j", "2"])
+    assert (status, err, output_bytes(out)) == base and copied == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="part files are used on Linux")
+def test_part_files_into_a_pipe(tmp_path):
+    """The real entry point writing to a pipe (sendfile into a pipe) with -j 2: the
+    bytes of -j 1, and no part directory left in TMPDIR."""
+    import subprocess
+
+    from .test_cli import PKG_ROOT
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(CONVERSATIONS.read_bytes() * 400)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    outs = [subprocess.run([sys.executable, "-m", "apertus_fast", "render", str(big), "--date", DATE,
+                            "-q", "-j", jobs], capture_output=True, env=env, timeout=300)
+            for jobs in ("1", "2")]
+    assert [p.returncode for p in outs] == [0, 0], outs[1].stderr
+    assert len(outs[0].stdout) > 4 * cli.BATCH_BYTES and outs[1].stdout == outs[0].stdout
+    assert os.listdir(tmp) == []

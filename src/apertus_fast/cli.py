@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
+import errno
 import io
 import json
 import os
@@ -417,7 +418,11 @@ def _fixed_date(args) -> str:
 # and record what the handler did (_Recorder): the output bytes (gzipped there when the
 # output is .gz), the problems, the Parquet rows. This process reads the input, keeps
 # the blocks in order and hands each block's record to the real sink, so the output,
-# the problems reported and their order are those of a run in one process.
+# the problems reported and their order are those of a run in one process. On Linux a
+# block's output bytes come back as a file (a "part", _Parts) that this process copies
+# into the output with sendfile, in the kernel, instead of through the result pipe,
+# pickle and a write: that was half of this process's work, and with many workers this
+# process is the limit.
 
 #: A block of JSONL input sent to a worker is about this many bytes (whole lines);
 #: Parquet rows go in batches of BATCH_ROWS.
@@ -429,20 +434,105 @@ BATCHES_PER_WORKER = 2
 #: zlib's level for the gzip members workers write (the gzip module's default, which
 #: the single-process output uses).
 GZIP_LEVEL = 9
+#: A worker hands a block's output of at least this many bytes over as a part file
+#: (Linux, where sendfile writes into any file, pipe or device); smaller outputs, and
+#: every output elsewhere, go back through the result pipe.
+HANDOFF_BYTES = 64 << 10
 
 
 class _Sink:
     """Where a handler's results go in this process: the reporter and the output file or
     Parquet table."""
 
-    __slots__ = ("error", "warning", "write", "add", "add_dict")
+    __slots__ = ("error", "warning", "write", "write_part", "add", "add_dict")
 
     def __init__(self, report, out=None, table=None):
         self.error = report.error
         self.warning = report.warning
         self.write = out.write if out is not None else None
+        self.write_part = None
+        if out is not None:
+            self.write_part = getattr(out, "write_part", None) or (lambda part: _copy_part(out, part))
         self.add = table.add if table is not None else None
         self.add_dict = table.add_dict if table is not None else None
+
+
+class _Parts:
+    """The directory where --jobs workers leave their blocks' output as part files, for
+    this process to copy into the output in order (``_copy_part``). A part is removed
+    as soon as it is opened; the directory at the end, however the run ends, after the
+    workers have stopped. (A killed process leaves it behind, as it does the output's
+    temp file.)"""
+
+    def __init__(self):
+        import tempfile
+
+        self.path = tempfile.mkdtemp(prefix="apertus-fast-parts-")
+
+    def remove(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+#: Part files written by this worker process (their names: pid and this count).
+_PART_NUMBERS = iter(range(1 << 62))
+
+
+def _write_part(directory: str, data: bytes):
+    """``data`` as a new part file in ``directory``: ``(name, size)``, or None when it
+    cannot be written (a full disk, say), and the data goes back through the pipe."""
+    name = os.path.join(directory, f"{os.getpid()}-{next(_PART_NUMBERS)}")
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        return None
+    os.close(fd)
+    return name, len(data)
+
+
+def _copy_part(out, part) -> None:
+    """Append the part file ``part`` (``(name, size)``) to ``out`` and remove it:
+    ``out``'s buffer is flushed, then sendfile copies the part into its descriptor in
+    the kernel; a read and ``out.write`` where sendfile cannot (no descriptor, or one
+    it does not write to)."""
+    name, size = part
+    fd = os.open(name, os.O_RDONLY)
+    try:
+        os.unlink(name)
+        sent = 0
+        target = None
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            out.flush()
+            target = out.fileno()
+        if target is not None:
+            try:
+                while sent < size:
+                    n = os.sendfile(target, fd, sent, size - sent)
+                    if n == 0:
+                        break
+                    sent += n
+            except OSError as exc:
+                if sent or exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP,
+                                             errno.EBADF, errno.ENOTSOCK):
+                    raise
+        while sent < size:
+            data = os.pread(fd, min(size - sent, 1 << 20), sent)
+            if not data:
+                raise _io.InputError(f"a --jobs part file became shorter ({sent} of {size} bytes)")
+            out.write(data)
+            sent += len(data)
+    finally:
+        os.close(fd)
 
 
 class _Recorder:
@@ -472,17 +562,25 @@ class _Recorder:
     def add_dict(self, row: int, d: dict, kept: tuple) -> None:
         self.rows.append((row, d, kept))
 
-    def record(self, compress: bool) -> tuple[bytes, list, list]:
+    def record(self, compress: bool, parts: tuple | None = None) -> tuple:
+        """(output, problems, rows); the output is bytes, or a part file's ``(name,
+        size)`` when ``parts`` (directory, least size) says to hand it over so."""
         data = b"".join(self.chunks)
         if compress and data:  # one gzip member; concatenated members are one gzip stream
             z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
             data = z.compress(data) + z.flush()
+        if parts is not None and data and len(data) >= parts[1]:
+            part = _write_part(parts[0], data)
+            if part is not None:
+                return part, self.problems, self.rows
         return data, self.problems, self.rows
 
 
-def _replay(record: tuple[bytes, list, list], sink: _Sink) -> None:
+def _replay(record: tuple, sink: _Sink) -> None:
     data, problems, rows = record
-    if data:
+    if type(data) is tuple:
+        sink.write_part(data)
+    elif data:
         sink.write(data)
     for is_error, lineno, reason in problems:
         (sink.error if is_error else sink.warning)(lineno, reason)
@@ -493,19 +591,20 @@ def _replay(record: tuple[bytes, list, list], sink: _Sink) -> None:
             sink.add_dict(*row)
 
 
-_WORKER: tuple | None = None  # (handler, keep, compress) in a worker process
+_WORKER: tuple | None = None  # (handler, keep, compress, parts) in a worker process
 
 
-def _worker_start(handler, keep, compress) -> None:
+def _worker_start(handler, keep, compress, parts=None) -> None:
     """A worker's initializer: Ctrl-C is the parent's to handle (it stops the workers),
     and SIGTERM (how it stops them) ends a worker quietly, without the handler a forked
-    worker inherits from the command."""
+    worker inherits from the command. ``parts``: (directory, least size) for outputs
+    handed over as part files, or None."""
     global _WORKER
     with contextlib.suppress(ValueError, OSError, AttributeError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _end_with_the_parent()
-    _WORKER = (handler, keep, compress)
+    _WORKER = (handler, keep, compress, parts)
 
 
 def _end_with_the_parent() -> None:
@@ -551,7 +650,7 @@ def _worker_block(lineno: int, block: bytes):
     """Handle a block of JSONL lines in a worker (``lineno``: its first line's number),
     as _nonblank_lines and _decoded_lines would. Returns (the record, the number of
     outputs, blank lines, non-blank lines)."""
-    handler, keep, compress = _WORKER
+    handler, keep, compress, parts = _WORKER
     rec = _Recorder()
     done = blank = lines = 0
     loads = _io.json_loads
@@ -569,14 +668,14 @@ def _worker_block(lineno: int, block: bytes):
             continue
         if handler(lineno, value, _kept_values(value, keep) if keep else (), rec):
             done += 1
-    return rec.record(compress), done, blank, lines
+    return rec.record(compress, parts), done, blank, lines
 
 
 def _worker_rows(items: list):
     """Handle a batch of decoded rows in a worker: ``("R", row, value, kept)``, and
     ``("E", row, reason)`` for problems the source found while reading them. Returns
     what _worker_block returns (no blank lines; the source counts the rows)."""
-    handler, _keep, compress = _WORKER
+    handler, _keep, compress, parts = _WORKER
     rec = _Recorder()
     done = 0
     for item in items:
@@ -585,7 +684,7 @@ def _worker_rows(items: list):
                 done += 1
         else:
             rec.error(item[1], item[2])
-    return rec.record(compress), done, 0, 0
+    return rec.record(compress, parts), done, 0, 0
 
 
 def _jobs(args) -> int:
@@ -604,10 +703,10 @@ def _tasks(src: _Source, counts: _Counts):
     or batches of Parquet rows (see _worker_block, _worker_rows)."""
     if src.blocks is not None:
         path = src.path
-        for lineno, block, offset in src.blocks:
-            counts.nbytes += len(block)
-            if path is not None:
-                yield _worker_range, (lineno, path, offset, len(block))
+        for lineno, block, offset, length in src.blocks:
+            counts.nbytes += length
+            if block is None:
+                yield _worker_range, (lineno, path, offset, length)
             else:
                 yield _worker_block, (lineno, block)
         return
@@ -698,8 +797,18 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
 
     done = 0
     pending: collections.deque = collections.deque()
-    pool = cf.ProcessPoolExecutor(jobs, mp_context=_mp_context(),
-                                  initializer=_worker_start, initargs=(handler, keep, compress))
+    parts = None
+    if sink.write is not None and sys.platform.startswith("linux") and hasattr(os, "sendfile"):
+        with contextlib.suppress(OSError):
+            parts = _Parts()
+    try:
+        pool = cf.ProcessPoolExecutor(
+            jobs, mp_context=_mp_context(), initializer=_worker_start,
+            initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES)))
+    except BaseException:
+        if parts is not None:
+            parts.remove()
+        raise
     _widen_pipes(pool)
 
     def take() -> None:
@@ -723,8 +832,12 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
                               "the output was not written") from None
     except BaseException:
         _stop_workers(pool)
+        if parts is not None:
+            parts.remove()
         raise
     pool.shutdown(wait=True)
+    if parts is not None:
+        parts.remove()
     return done
 
 
@@ -998,36 +1111,49 @@ def _jsonl_source(args, inp: _io.InputFile, counts, head=(), rest=None,
 def _line_blocks(head, inp: _io.InputFile, progress, size: int = 0):
     """The input after ``head`` (the lines already read) in blocks of whole lines of
     about ``size`` bytes (default BATCH_BYTES): ``(number of the first line, bytes,
-    offset in the input)``. A line longer than a block makes a longer block."""
+    offset in the input, length)``. A line longer than a block makes a longer block.
+    For a file the workers read themselves (``inp.seekable_path()``) the bytes are
+    ``None``: the block is only counted here, never copied out of what was read."""
     size = size or BATCH_BYTES
+    ranges = inp.seekable_path() is not None
+    count = _io.count_newlines
     lineno = 1
     offset = inp.start
-    parts = list(head)
-    held = sum(map(len, parts))
+    parts = [] if ranges else list(head)
+    held = sum(map(len, head))      # bytes read and not yet in a block
+    held_lines = sum(map(count, head))
     while True:
         data = inp.read_block(size)
         if data:
             cut = data.rfind(b"\n") + 1
             if cut == 0 or held + cut < size // 2:  # no line ends here, or too little yet
-                parts.append(data)
+                if not ranges:
+                    parts.append(data)
                 held += len(data)
+                held_lines += count(data)
                 continue
-            parts.append(data[:cut])
-            rest = data[cut:]
-        elif not parts:
+            length = held + cut
+            lines = held_lines + count(data, 0, cut)
+            block = None
+            if not ranges:
+                parts.append(data[:cut])
+                block = b"".join(parts)
+            rest = len(data) - cut      # (after the last newline: no line ends in it)
+        elif not held:
             return
         else:
-            rest = b""
-        block = b"".join(parts)
-        yield lineno, block, offset
-        offset += len(block)
-        lineno += block.count(b"\n")
+            length, lines, rest = held, held_lines, 0
+            block = None if ranges else b"".join(parts)
+        yield lineno, block, offset, length
+        offset += length
+        lineno += lines
         if progress is not None:
             progress.update(lineno - 1)
         if not data:
             return
-        parts = [rest] if rest else []
-        held = len(rest)
+        held, held_lines = rest, 0
+        if not ranges:
+            parts = [data[cut:]] if rest else []
 
 
 def _parquet_source(args, inp: _io.InputFile, counts, columns, required, keep=(), *,
@@ -1107,6 +1233,10 @@ class _GzipMembers:
     def write(self, data: bytes) -> int:
         self._empty = False
         return self._f.write(data)
+
+    def write_part(self, part) -> None:
+        self._empty = False
+        _copy_part(self._f, part)
 
     def close(self) -> None:
         if self._empty:
