@@ -79,7 +79,7 @@ def same_as_one_process(tmp_path, capsys, monkeypatch, argv, out_name="out.jsonl
     base = run(capsys, [*argv, "-o", out]) + (out.read_bytes(),)
     for jobs, block, handoff in SETTINGS:
         monkeypatch.setattr(cli, "BATCH_BYTES", block)
-        monkeypatch.setattr(cli, "BATCH_ROWS", max(1, block // 500))
+        monkeypatch.setattr(cli._parquet, "BATCH_ROWS", max(1, block // 500))
         monkeypatch.setattr(cli, "HANDOFF_BYTES", handoff)
         got = run(capsys, [*argv, "-o", out, "-j", jobs]) + (out.read_bytes(),)
         assert got == base, (jobs, block, handoff)
@@ -221,15 +221,44 @@ def test_parquet_in_and_out(tmp_path, capsys, monkeypatch):
     pq = pytest.importorskip("pyarrow.parquet")
     rows = [{"messages": json.dumps(v["messages"] if isinstance(v, dict) else v, ensure_ascii=False),
              "id": i} for i, v in enumerate(sample_values())]
-    rows.insert(3, {"messages": None, "id": 99})                      # reported by the source
-    rows.insert(5, {"messages": '[{"role": "robot"}]', "id": 98})     # reported by a worker
+    rows.insert(3, {"messages": None, "id": 99})                      # a required column null
+    rows.insert(5, {"messages": '[{"role": "robot"}]', "id": 98})     # fails to render
+    rows.insert(7, {"messages": '[{"role": ', "id": 97})              # not JSON
     src = tmp_path / "in.parquet"
-    pq.write_table(pa.Table.from_pylist(rows), src)
-    base = same_as_one_process(tmp_path, capsys, monkeypatch,
-                               ["render", src, "--date", DATE, "--keep", "id"], "out.parquet")
-    assert base[0] == 1
-    errors = [line for line in base[2] if ":row " in line]
-    assert [e.split(":")[1] for e in errors] == ["row 4", "row 6"]  # in row order
+    table = pa.Table.from_pylist(rows)
+    for group_rows in (None, 1, 4):
+        # one row group (read here, sent in record batches), or several (each read by
+        # a worker), the workers decoding either way
+        pq.write_table(table, src, row_group_size=group_rows)
+        assert pq.ParquetFile(src).metadata.num_row_groups == (1 if group_rows is None else
+                                                               -(-len(rows) // group_rows))
+        for out in ("out.parquet", "out.jsonl"):
+            base = same_as_one_process(tmp_path, capsys, monkeypatch,
+                                       ["render", src, "--date", DATE, "--keep", "id"], out)
+            assert base[0] == 1
+            errors = [line for line in base[2] if ":row " in line]
+            assert [e.split(":")[1] for e in errors] == ["row 4", "row 6", "row 8"]  # in row order
+
+
+def test_parquet_row_groups_go_to_the_workers(tmp_path, monkeypatch):
+    """Several row groups, none too big: the workers read them (this process sends
+    no rows); one big row group, or a stream: this process reads the batches."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [{"messages": json.dumps(v["messages"] if isinstance(v, dict) else v, ensure_ascii=False)}
+            for v in sample_values()]
+    src = tmp_path / "in.parquet"
+    tasks = []
+    real = cli._tasks
+    monkeypatch.setattr(cli, "_tasks", lambda s, c: (tasks.append(t[0].__name__) or t for t in real(s, c)))
+    for group_rows, limit, want in ((2, 1 << 16, "_worker_row_group"), (None, 1 << 16, "_worker_batch"),
+                                    (2, 1, "_worker_batch")):
+        monkeypatch.setattr(cli, "ROW_GROUP_ROWS", limit)
+        pq.write_table(pa.Table.from_pylist(rows), src, row_group_size=group_rows)
+        tasks.clear()
+        assert cli.main(["render", str(src), "--date", DATE, "-q", "-o", str(tmp_path / "o.jsonl"),
+                         "-j", "2"]) in (0, 1)
+        assert tasks and set(tasks) == {want}, (group_rows, limit, tasks)
 
 
 def test_zero_means_one_worker_per_cpu(tmp_path, capsys):

@@ -173,15 +173,6 @@ class ParquetInput:
             have = ", ".join(self.columns) or "none"
             raise InputError(f"{self.name} has no {wanted} column (its columns: {have})")
 
-    def _column_converter(self, name: str, t):
-        if name in JSON_COLUMNS and _is_text(t):
-            return _json_text
-        if name == "text" and _is_text(t):
-            return _utf8
-        if name == "date":
-            return _iso_date
-        return _converter(t)
-
     def rows(self, columns, on_error: Callable[[int, str], None]) -> Iterator[tuple[int, dict]]:
         """``(row number, dict)`` for each row (numbers from 1), holding those of
         ``columns`` that the file has and that are not null in the row. A value that
@@ -195,32 +186,39 @@ class ParquetInput:
         """:meth:`rows` with a third item: the values of the ``keep`` columns as pyarrow
         gives them, unconverted (``ParquetOutput`` writes them back with their Arrow
         types). Every ``keep`` column must exist (:meth:`require_all`)."""
+        decoder = self.decoder(columns, keep)
+        for first, batch in self.batches(decoder):
+            yield from decoder.rows(first, batch, on_error)
+
+    def decoder(self, columns, keep=()) -> "BatchDecoder":
+        """What turns this file's record batches into the rows of :meth:`rows_keeping`
+        (picklable: ``--jobs`` sends it to the workers with the batches)."""
         present = [c for c in dict.fromkeys(columns) if c in self.columns]
-        keep = list(keep)
-        read = list(dict.fromkeys(present + keep))
+        read = list(dict.fromkeys(present + list(keep)))
         self.check_unique(read)
-        at = {c: i for i, c in enumerate(read)}
-        used = [at[c] for c in present]
-        kept = [at[c] for c in keep]
-        convert = [self._column_converter(c, self.schema.field(c).type) for c in present]
-        row = 0
+        return BatchDecoder(read, present, list(keep), [self.schema.field(c).type for c in present])
+
+    def row_groups(self) -> list[tuple[int, int]]:
+        """``(number of its first row, rows)`` of each row group, from the footer."""
+        out, first = [], 1
+        meta = self._file.metadata
+        for i in range(meta.num_row_groups):
+            n = meta.row_group(i).num_rows
+            out.append((first, n))
+            first += n
+        return out
+
+    def batches(self, decoder: "BatchDecoder", row_groups=None) -> Iterator[tuple[int, Any]]:
+        """``(number of its first row, pyarrow.RecordBatch)`` for the file's rows (or
+        those of the consecutive ``row_groups``, indices), in batches of BATCH_ROWS,
+        holding ``decoder``'s columns. Raises InputError when the file cannot be read."""
+        row = 0 if row_groups is None else self.row_groups()[row_groups[0]][0] - 1
         try:
-            for batch in self._file.iter_batches(batch_size=BATCH_ROWS, columns=read,
-                                                 use_threads=False):
-                values = [batch.column(i).to_pylist() for i in range(len(read))]
-                for i in range(batch.num_rows):
-                    row += 1
-                    self.rows_done = row
-                    out = {}
-                    try:
-                        for name, j, conv in zip(present, used, convert):
-                            v = values[j][i]
-                            if v is not None:
-                                out[name] = v if conv is None else conv(v)
-                    except ValueError as exc:
-                        on_error(row, f'column "{name}": {exc}')
-                        continue
-                    yield row, out, tuple(values[j][i] for j in kept)
+            for batch in self._file.iter_batches(batch_size=BATCH_ROWS, columns=decoder.read,
+                                                 row_groups=row_groups, use_threads=False):
+                yield row + 1, batch
+                row += batch.num_rows
+                self.rows_done = row
         except self._errors as exc:
             raise InputError(f"cannot read {self.name} (row {row + 1}): {exc}") from exc
 
@@ -244,6 +242,63 @@ class ParquetInput:
     def field_types(self, columns) -> list:
         """The Arrow types of these columns."""
         return [self.schema.field(c).type for c in columns]
+
+
+def _column_converter(name: str, t):
+    """How a column's ``to_pylist`` values become what the commands read (None: as
+    they are): JSON text decoded, binary ``text`` as UTF-8, dates as ISO text."""
+    if name in JSON_COLUMNS and _is_text(t):
+        return _json_text
+    if name == "text" and _is_text(t):
+        return _utf8
+    if name == "date":
+        return _iso_date
+    return _converter(t)
+
+
+class BatchDecoder:
+    """Turns a record batch of the ``read`` columns into rows: ``(row number, dict of
+    the ``present`` columns that are not null, converted; tuple of the ``keep`` columns'
+    values as pyarrow gives them)``. Picklable (the Arrow types are; the converters are
+    made again where it is used), so that ``--jobs`` workers decode their own batches."""
+
+    def __init__(self, read: list, present: list, keep: list, types: list):
+        self.read = read
+        self.present = present
+        self.keep = keep
+        self.types = types
+        self._convert = None
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_convert"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _convert=None)
+
+    def rows(self, first: int, batch, on_error: Callable[[int, str], None]
+             ) -> Iterator[tuple[int, dict, tuple]]:
+        """The rows of ``batch``, numbered from ``first``. A value that cannot be
+        converted (bad JSON text) is reported with ``on_error(row, reason)`` and its
+        row skipped."""
+        if self._convert is None:
+            self._convert = [_column_converter(c, t) for c, t in zip(self.present, self.types)]
+        at = {c: i for i, c in enumerate(self.read)}
+        present = [(c, at[c], conv) for c, conv in zip(self.present, self._convert)]
+        kept = [at[c] for c in self.keep]
+        values = [batch.column(i).to_pylist() for i in range(len(self.read))]
+        row = first - 1
+        for i in range(batch.num_rows):
+            row += 1
+            out = {}
+            try:
+                for name, j, conv in present:
+                    v = values[j][i]
+                    if v is not None:
+                        out[name] = v if conv is None else conv(v)
+            except ValueError as exc:
+                on_error(row, f'column "{name}": {exc}')
+                continue
+            yield row, out, tuple(values[j][i] for j in kept)
 
 
 def read_parquet(path, columns=None) -> Iterator[tuple[int, dict]]:

@@ -230,9 +230,6 @@ class _Reporter:
         self.failed = 0
         self.shown = 0
         self.warnings = 0
-        # With --jobs, problems the source finds while a batch is being gathered are
-        # held in the batch (a list) and reported in input order when it comes back.
-        self.deferred: list | None = None
 
     def _write(self, line: str) -> None:
         if self.progress is not None:
@@ -240,9 +237,6 @@ class _Reporter:
         self.stream.write(line)
 
     def error(self, lineno: int, reason: str) -> None:
-        if self.deferred is not None:
-            self.deferred.append(("E", lineno, reason))
-            return
         self.failed += 1
         if self.max_errors is None or self.shown < self.max_errors:
             self.shown += 1
@@ -425,15 +419,18 @@ def _fixed_date(args) -> str:
 # process is the limit.
 
 #: A block of JSONL input sent to a worker is about this many bytes (whole lines);
-#: Parquet rows go in batches of BATCH_ROWS.
+#: Parquet goes in record batches of ``_parquet.BATCH_ROWS`` rows, or in row groups.
 BATCH_BYTES = 1 << 20
-BATCH_ROWS = 2_000
 #: Blocks in flight per worker: enough to keep every worker busy while this process
 #: writes, and what bounds the memory held for --jobs.
 BATCHES_PER_WORKER = 2
 #: zlib's level for the gzip members workers write (the gzip module's default, which
 #: the single-process output uses).
 GZIP_LEVEL = 9
+#: A Parquet file whose row groups hold at most this many rows each (and that has
+#: more than one) is read by the workers a row group each; others are read here and
+#: sent in record batches. (A worker holds a row group's output until it is done.)
+ROW_GROUP_ROWS = 1 << 16
 #: A worker hands a block's output of at least this many bytes over as a part file
 #: (Linux, where sendfile writes into any file, pipe or device); smaller outputs, and
 #: every output elsewhere, go back through the result pipe.
@@ -625,7 +622,9 @@ def _end_with_the_parent() -> None:
         os._exit(1)
 
 
-_FILES: dict = {}  # path -> descriptor, in a worker reading ranges of the input file
+#: In a worker: path -> descriptor of the JSONL input it reads ranges of, or the
+#: ParquetInput it reads row groups of.
+_FILES: dict = {}
 
 
 def _worker_range(lineno: int, path: str, offset: int, length: int):
@@ -671,19 +670,34 @@ def _worker_block(lineno: int, block: bytes):
     return rec.record(compress, parts), done, blank, lines
 
 
-def _worker_rows(items: list):
-    """Handle a batch of decoded rows in a worker: ``("R", row, value, kept)``, and
-    ``("E", row, reason)`` for problems the source found while reading them. Returns
-    what _worker_block returns (no blank lines; the source counts the rows)."""
+def _worker_row_group(path: str, index: int, rows):
+    """Handle row group ``index`` of the Parquet file ``path`` in a worker, read here
+    (the parent sends no rows at all) and decoded by ``rows`` (a _ParquetRows)."""
+    handler, _keep, compress, parts = _WORKER
+    src = _FILES.get(path)
+    if src is None:
+        inp = _io.open_input(path)
+        src = _FILES[path] = _parquet.ParquetInput(inp)
+    rec = _Recorder()
+    done = 0
+    for first, batch in src.batches(rows.decoder, [index]):
+        for row, value, kept in rows(first, batch, rec.error):
+            if handler(row, value, kept, rec):
+                done += 1
+    return rec.record(compress, parts), done, 0, 0
+
+
+def _worker_batch(first: int, batch, rows):
+    """Handle a record batch of a Parquet input in a worker (``first``: the number of
+    its first row), decoded here by ``rows`` (a _ParquetRows) as the single process
+    decodes it. Returns what _worker_block returns (no blank lines; the source counts
+    the rows)."""
     handler, _keep, compress, parts = _WORKER
     rec = _Recorder()
     done = 0
-    for item in items:
-        if item[0] == "R":
-            if handler(item[1], item[2], item[3], rec):
-                done += 1
-        else:
-            rec.error(item[1], item[2])
+    for row, value, kept in rows(first, batch, rec.error):
+        if handler(row, value, kept, rec):
+            done += 1
     return rec.record(compress, parts), done, 0, 0
 
 
@@ -700,7 +714,8 @@ def _jobs(args) -> int:
 
 def _tasks(src: _Source, counts: _Counts):
     """The source's items as (worker function, arguments) tasks: blocks of JSONL lines,
-    or batches of Parquet rows (see _worker_block, _worker_rows)."""
+    or record batches of a Parquet input, which the workers decode (see _worker_block,
+    _worker_range, _worker_batch)."""
     if src.blocks is not None:
         path = src.path
         for lineno, block, offset, length in src.blocks:
@@ -710,21 +725,12 @@ def _tasks(src: _Source, counts: _Counts):
             else:
                 yield _worker_block, (lineno, block)
         return
-    rows = iter(src.rows)
-    report = src.report
-    while True:
-        batch = []
-        report.deferred = batch  # problems found while reading these rows go in order
-        try:
-            for row, value, kept in rows:
-                batch.append(("R", row, value, kept))
-                if len(batch) >= BATCH_ROWS:
-                    break
-        finally:
-            report.deferred = None
-        if not batch:
-            return
-        yield _worker_rows, (batch,)
+    if src.row_groups is not None:
+        for index in src.row_groups:
+            yield _worker_row_group, (src.path, index, src.decode)
+        return
+    for first, batch in src.batches:
+        yield _worker_batch, (first, batch, src.decode)
 
 
 class _WorkerDied(Exception):
@@ -1078,7 +1084,8 @@ class _Source:
     ``(number of its first line, bytes of whole lines)``, which ``--jobs`` hands to its
     workers to split, count and decode; only one of the two is consumed."""
 
-    def __init__(self, rows, report, progress, keep_types, blocks=None, path=None):
+    def __init__(self, rows, report, progress, keep_types, blocks=None, path=None,
+                 batches=None, decode=None, row_groups=None):
         self.rows = rows
         self.report = report
         self.progress = progress
@@ -1087,6 +1094,13 @@ class _Source:
         #: the input's path when the workers can read its blocks themselves (a regular,
         #: uncompressed file whose offsets are those of the blocks)
         self.path = path
+        #: for Parquet, ``(number of the first row, record batch)`` undecoded, and
+        #: ``decode(first, batch, error)``, which yields the batch's rows as ``rows`` does
+        self.batches = batches
+        self.decode = decode
+        #: for a Parquet file the workers read themselves (``path``), the indices of its
+        #: row groups, handed out one a task instead of ``batches``
+        self.row_groups = row_groups
 
 
 def _jsonl_source(args, inp: _io.InputFile, counts, head=(), rest=None,
@@ -1176,22 +1190,57 @@ def _parquet_source(args, inp: _io.InputFile, counts, columns, required, keep=()
         progress = progress if progress.enabled else None
     report = _Reporter(inp.name, sys.stderr if output else sys.stdout, progress,
                        args.max_errors, unit="row ")
-    present = [c for c in required if c in src.columns]
-    missing = " and ".join(f'"{c}"' for c in present) + (" are" if len(present) > 1 else " is")
+    decode = _ParquetRows(src.decoder(columns, keep), [c for c in required if c in src.columns])
+
+    def batches():
+        for first, batch in src.batches(decode.decoder):
+            yield first, batch
+            if progress is not None:
+                progress.update(src.rows_done)
+        counts.lines = src.rows_done
 
     def rows():
-        for row, value, kept in src.rows_keeping(columns, keep, report.error):
-            if progress is not None:
-                progress.update(row)
+        for first, batch in batches():
+            yield from decode(first, batch, report.error)
+
+    # A plain file with several row groups, none too big, is read by the workers
+    # themselves, a row group each: this process then only numbers the rows.
+    path, groups = inp.seekable_path(), src.row_groups()
+    row_groups = None
+    if path is not None and len(groups) > 1 and max(n for _, n in groups) <= ROW_GROUP_ROWS:
+        def row_groups():
+            for i, (first, n) in enumerate(groups):
+                yield i
+                src.rows_done = first + n - 1
+                if progress is not None:
+                    progress.update(src.rows_done)
+            counts.lines = src.rows_done
+
+        row_groups = row_groups()
+    return _Source(rows(), report, progress, src.field_types(keep), path=path,
+                   batches=batches(), decode=decode, row_groups=row_groups)
+
+
+class _ParquetRows:
+    """A Parquet record batch's rows as the commands take them, ``(row, value, kept)``:
+    the decoder's rows, with a row in which every required column (those of
+    ``present``) is null reported instead. Picklable: the --jobs workers decode their
+    own batches with it, so the rows and problems are those of one process."""
+
+    def __init__(self, decoder: _parquet.BatchDecoder, present: list):
+        self.decoder = decoder
+        self.present = present
+        self.missing = " and ".join(f'"{c}"' for c in present) + (" are" if len(present) > 1 else " is")
+
+    def __call__(self, first: int, batch, error):
+        present = self.present
+        for row, value, kept in self.decoder.rows(first, batch, error):
             for c in present:
                 if c in value:
                     yield row, value, kept
                     break
             else:
-                report.error(row, f"{missing} null in this row")
-        counts.lines = src.rows_done
-
-    return _Source(rows(), report, progress, src.field_types(keep))
+                error(row, f"{self.missing} null in this row")
 
 
 @contextlib.contextmanager
