@@ -439,3 +439,29 @@ def test_part_files_into_a_pipe(tmp_path):
     assert [p.returncode for p in outs] == [0, 0], outs[1].stderr
     assert len(outs[0].stdout) > 4 * cli.BATCH_BYTES and outs[1].stdout == outs[0].stdout
     assert os.listdir(tmp) == []
+
+
+def test_gzip_level(tmp_path, capsys, monkeypatch):
+    """--gzip-level sets the level of a .gz output, in one process and in the workers'
+    members alike; 6 (gzip's) by default; anything but 1-9 is a usage error."""
+    src = write_lines(tmp_path / "in.jsonl", [json.dumps(v, ensure_ascii=False) for v in sample_values()] * 5)
+    plain = tmp_path / "out.jsonl"
+    assert cli.main(["render", str(src), "--date", DATE, "-o", str(plain)]) == 0
+    monkeypatch.setattr(cli, "BATCH_BYTES", 2000)
+    sizes = {}
+    for jobs in ("1", "2"):
+        for level in (None, "1", "6", "9"):
+            out = tmp_path / f"out-{jobs}-{level}.jsonl.gz"
+            argv = ["render", str(src), "--date", DATE, "-o", str(out), "-j", jobs]
+            assert cli.main(argv + (["--gzip-level", level] if level else [])) == 0
+            assert gzip.decompress(out.read_bytes()) == plain.read_bytes()
+            sizes[jobs, level] = out.stat().st_size
+        assert sizes[jobs, None] == sizes[jobs, "6"]
+        assert sizes[jobs, "1"] > sizes[jobs, "6"] >= sizes[jobs, "9"]
+    # the level is in each member's header: 4 (fastest) for level 1, 2 (best) for 9
+    assert (tmp_path / "out-2-1.jsonl.gz").read_bytes()[8] == 4
+    assert (tmp_path / "out-1-9.jsonl.gz").read_bytes()[8] == 2
+    capsys.readouterr()
+    for bad in ("0", "10", "x", "-1"):
+        assert cli.main(["render", str(src), "-o", str(tmp_path / "x.gz"), "--gzip-level", bad]) == 2
+        assert "expected a gzip level from 1 to 9" in capsys.readouterr().err

@@ -278,12 +278,18 @@ def _writes_in_place(path: str) -> bool:
         return False  # not there (or a dangling link): a new file is made
 
 
+#: gzip output's compression level: gzip(1)'s, pigz's and zlib's default. (Python's
+#: gzip module defaults to 9, which compresses JSON lines 1-2 % smaller at about 0.7x
+#: the speed.)
+GZIP_LEVEL = 6
+
+
 @contextmanager
-def _gzipped(f: BinaryIO, compress: bool) -> Iterator[BinaryIO]:
-    """``f``, or a gzip stream into it (mtime=0 and no name: the same input gives the
-    same bytes)."""
+def _gzipped(f: BinaryIO, compress: bool, level: int = GZIP_LEVEL) -> Iterator[BinaryIO]:
+    """``f``, or a gzip stream into it at ``level`` (mtime=0 and no name: the same
+    input gives the same bytes)."""
     if compress:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=level) as gz:
             yield gz  # type: ignore[misc]
     else:
         yield f
@@ -291,7 +297,8 @@ def _gzipped(f: BinaryIO, compress: bool) -> Iterator[BinaryIO]:
 
 @contextmanager
 def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = None,
-                  fsync: bool = True, buffer_size: int = 1 << 20) -> Iterator[BinaryIO]:
+                  fsync: bool = True, buffer_size: int = 1 << 20,
+                  gzip_level: int = GZIP_LEVEL) -> Iterator[BinaryIO]:
     """Yield a binary file to write; ``path`` is only replaced when the block succeeds.
 
     The data goes to a temp file in the same directory, which is flushed, fsynced and
@@ -301,7 +308,7 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     A symbolic link stays: the file it points to is replaced. Devices, FIFOs and
     names that lead into ``/proc`` (``/dev/stdout``) are written in place, not atomically
     (they cannot be replaced). ``compress`` gzips the output (default: when ``path``
-    ends with ``.gz``).
+    ends with ``.gz``), at ``gzip_level`` (1-9).
     """
     if path is None or path == "-":
         out = stdout_binary()
@@ -312,7 +319,7 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     if compress is None:
         compress = path.endswith(".gz")
     if _writes_in_place(path):
-        with open(path, "wb", buffering=buffer_size) as f, _gzipped(f, compress) as out:
+        with open(path, "wb", buffering=buffer_size) as f, _gzipped(f, compress, gzip_level) as out:
             yield out
         return
     named = path
@@ -342,7 +349,7 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
         else:
             raise FileExistsError(errno.EEXIST, "no free temporary file name", prefix + "*.tmp")
         with f:
-            with _gzipped(f, compress) as out:
+            with _gzipped(f, compress, gzip_level) as out:
                 yield out
             f.flush()
             if fsync:

@@ -183,6 +183,16 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _gzip_level(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 9:
+        raise argparse.ArgumentTypeError(f"expected a gzip level from 1 to 9, got {value!r}")
+    return n
+
+
 def _key_list(value: str) -> list[str]:
     """``--keep``: comma-separated keys, none empty."""
     keys = [k.strip() for k in value.split(",")]
@@ -424,9 +434,9 @@ BATCH_BYTES = 1 << 20
 #: Blocks in flight per worker: enough to keep every worker busy while this process
 #: writes, and what bounds the memory held for --jobs.
 BATCHES_PER_WORKER = 2
-#: zlib's level for the gzip members workers write (the gzip module's default, which
-#: the single-process output uses).
-GZIP_LEVEL = 9
+#: The default of --gzip-level (the workers' gzip members and the single-process
+#: output alike).
+GZIP_LEVEL = _io.GZIP_LEVEL
 #: A Parquet file whose row groups hold at most this many rows each (and that has
 #: more than one) is read by the workers a row group each; others are read here and
 #: sent in record batches. (A worker holds a row group's output until it is done.)
@@ -559,12 +569,13 @@ class _Recorder:
     def add_dict(self, row: int, d: dict, kept: tuple) -> None:
         self.rows.append((row, d, kept))
 
-    def record(self, compress: bool, parts: tuple | None = None) -> tuple:
-        """(output, problems, rows); the output is bytes, or a part file's ``(name,
-        size)`` when ``parts`` (directory, least size) says to hand it over so."""
+    def record(self, compress: int, parts: tuple | None = None) -> tuple:
+        """(output, problems, rows); the output is bytes (gzipped at level ``compress``
+        unless it is 0), or a part file's ``(name, size)`` when ``parts`` (directory,
+        least size) says to hand it over so."""
         data = b"".join(self.chunks)
         if compress and data:  # one gzip member; concatenated members are one gzip stream
-            z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+            z = zlib.compressobj(compress, zlib.DEFLATED, 31)
             data = z.compress(data) + z.flush()
         if parts is not None and data and len(data) >= parts[1]:
             part = _write_part(parts[0], data)
@@ -786,10 +797,11 @@ def _stop_workers(pool) -> None:
 
 
 def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
-         compress: bool = False) -> int:
+         compress: int = 0) -> int:
     """Run ``handler`` over every item of ``src`` into ``sink``, in this process or,
     with ``--jobs`` > 1, in worker processes; returns the number of outputs.
-    ``compress``: the workers gzip their output (``sink.write`` takes the members)."""
+    ``compress``: the workers gzip their output at this level, unless it is 0
+    (``sink.write`` takes the members)."""
     jobs = _jobs(args)
     if jobs == 1:
         done = 0
@@ -934,7 +946,7 @@ def _records(args, kind: str, handler, keep, columns, required, done: str) -> in
         with _output(args, kind, report, keep, src.keep_types) as (out, table):
             try:
                 n = _run(args, src, handler, _Sink(report, out, table), counts, keep,
-                         getattr(out, "members", False))
+                         getattr(out, "members", 0))
             finally:
                 if progress is not None:
                     progress.close()
@@ -1251,14 +1263,15 @@ def _output(args, kind: str, report, keep=(), keep_types=()):
     and aborted on an exception."""
     if not _parquet.is_parquet_path(args.output):
         path = args.output
+        level = getattr(args, "gzip_level", GZIP_LEVEL)
         if _jobs(args) > 1 and path not in (None, "-") and os.fspath(path).endswith(".gz"):
             # the workers gzip their blocks: this process only joins the members
             with _io.atomic_output(path, compress=False) as f:
-                members = _GzipMembers(f)
+                members = _GzipMembers(f, level)
                 yield members, None
                 members.close()
             return
-        with _io.atomic_output(path) as out:
+        with _io.atomic_output(path, gzip_level=level) as out:
             yield out, None
         return
     with _io.atomic_output(args.output, compress=False) as out, \
@@ -1271,13 +1284,12 @@ class _GzipMembers:
     """A .gz output written as gzip members made by the --jobs workers, one per block
     (a gzip reader reads concatenated members as one stream, as pigz and bgzip
     output is read). ``close`` writes an empty member if there was none, so that an
-    empty output is a valid gzip file too."""
+    empty output is a valid gzip file too. ``members``: the workers' gzip level."""
 
-    members = True
-
-    def __init__(self, f):
+    def __init__(self, f, level: int = GZIP_LEVEL):
         self._f = f
         self._empty = True
+        self.members = level
 
     def write(self, data: bytes) -> int:
         self._empty = False
@@ -1289,7 +1301,7 @@ class _GzipMembers:
 
     def close(self) -> None:
         if self._empty:
-            z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+            z = zlib.compressobj(self.members, zlib.DEFLATED, 31)
             self._f.write(z.compress(b"") + z.flush())
             self._empty = False
 
@@ -1405,7 +1417,7 @@ def _cmd_parse(args) -> int:
                         parsed += 1
                 else:
                     parsed = _run(args, src, handler, sink, counts, keep,
-                                  getattr(out, "members", False))
+                                  getattr(out, "members", 0))
             finally:
                 if progress is not None:
                     progress.close()
@@ -1606,6 +1618,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("-o", "--output", metavar="OUTPUT", default="-",
                            help="output file, '-' for stdout (default); written atomically, "
                                 "gzipped if it ends with .gz, Parquet if it ends with .parquet")
+            p.add_argument("--gzip-level", type=_gzip_level, metavar="N", default=GZIP_LEVEL,
+                           help=f"compression level of a .gz output, 1 (fastest) to 9 (smallest; "
+                                f"default {GZIP_LEVEL}, as gzip's)")
         p.add_argument("--dialect", choices=list(DIALECTS), default=None, metavar="D",
                        help=f"format version: {', '.join(DIALECTS)} (default: {DEFAULT_DIALECT}"
                             + ("; if not given, a line's \"dialect\" key is used)" if conv_lines else ")"))
