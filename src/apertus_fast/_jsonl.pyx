@@ -238,9 +238,6 @@ cdef extern from *:
             while (i < len && !ae_plain(d[i])) o = ae_char(o, d[i++]);                  \\
         }
 
-    /* The UTF-8 size of a 2- or 4-byte string's characters beyond one each (escapes
-       included), or -1 when it holds a surrogate. SSE2 counts 16 bytes a step; a step
-       with a character to escape or a surrogate is counted a character at a time. */
     #if AE_SSE2
     /* the sum of the 32-bit lanes of v */
     static CYTHON_INLINE Py_ssize_t ae_hsum32(__m128i v) {
@@ -249,6 +246,14 @@ cdef extern from *:
         return (Py_ssize_t)_mm_cvtsi128_si32(v);
     }
     #endif
+
+    /* size += the extra bytes (ae_extra) of d[from] .. d[to - 1]; a surrogate returns
+       -1 from the function */
+    #define AE_ADD_EXTRA(d, from, to)                                                \\
+        for (Py_ssize_t k_ = (from); k_ < (to); k_++) {                              \\
+            if ((x = ae_extra((d)[k_])) < 0) return -1;                              \\
+            size += x;                                                               \\
+        }
 
     /* The UTF-8 size of a 2- or 4-byte string's characters beyond one each (escapes
        included), or -1 when it holds a surrogate. SSE2 counts a lane's extra bytes
@@ -273,11 +278,7 @@ cdef extern from *:
                                            _mm_or_si128(_mm_cmpeq_epi16(_mm_subs_epu16(v, c1f), zero),
                                                         _mm_cmpeq_epi16(_mm_and_si128(v, f800), d800)));
                 if (_mm_movemask_epi8(odd)) {
-                    Py_ssize_t k;
-                    for (k = i; k < i + 8; k++) {
-                        if ((x = ae_extra(d[k])) < 0) return -1;
-                        size += x;
-                    }
+                    AE_ADD_EXTRA(d, i, i + 8)
                     continue;
                 }
                 acc = _mm_add_epi16(acc, _mm_andnot_si128(_mm_cmpeq_epi16(_mm_subs_epu16(v, c7f), zero), one));
@@ -286,10 +287,7 @@ cdef extern from *:
             size += ae_hsum32(_mm_madd_epi16(acc, one));
         }
     #endif
-        for (; i < len; i++) {
-            if ((x = ae_extra(d[i])) < 0) return -1;
-            size += x;
-        }
+        AE_ADD_EXTRA(d, i, len)
         return size;
     }
 
@@ -310,11 +308,7 @@ cdef extern from *:
                                            _mm_or_si128(_mm_cmplt_epi32(v, c20),
                                                         _mm_cmpeq_epi32(_mm_and_si128(v, f800), d800)));
                 if (_mm_movemask_epi8(odd)) {
-                    Py_ssize_t k;
-                    for (k = i; k < i + 4; k++) {
-                        if ((x = ae_extra(d[k])) < 0) return -1;
-                        size += x;
-                    }
+                    AE_ADD_EXTRA(d, i, i + 4)
                     continue;
                 }
                 acc = _mm_add_epi32(acc, _mm_add_epi32(_mm_cmpgt_epi32(v, c7f),
@@ -323,10 +317,7 @@ cdef extern from *:
             size -= ae_hsum32(acc);
         }
     #endif
-        for (; i < len; i++) {
-            if ((x = ae_extra(d[i])) < 0) return -1;
-            size += x;
-        }
+        AE_ADD_EXTRA(d, i, len)
         return size;
     }
 
