@@ -465,3 +465,32 @@ def test_gzip_level(tmp_path, capsys, monkeypatch):
     for bad in ("0", "10", "x", "-1"):
         assert cli.main(["render", str(src), "-o", str(tmp_path / "x.gz"), "--gzip-level", bad]) == 2
         assert "expected a gzip level from 1 to 9" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet-batches", "parquet-row-groups"])
+def test_spawned_workers(tmp_path, capsys, monkeypatch, kind):
+    """Workers started by "spawn" (macOS and Windows), which get everything pickled:
+    the handler, the Parquet row decoder, the record batches and the part-file
+    directory. The output and problems are those of one process."""
+    import multiprocessing
+
+    monkeypatch.setattr(cli, "_mp_context", lambda: multiprocessing.get_context("spawn"))
+    lines = mixed_lines(tmp_path)
+    if kind == "jsonl":
+        src = write_mixed(tmp_path, lines)
+    else:
+        pa = pytest.importorskip("pyarrow")
+        pq = pytest.importorskip("pyarrow.parquet")
+        rows = [{"messages": json.dumps(v["messages"] if isinstance(v, dict) else v, ensure_ascii=False),
+                 "id": i} for i, v in enumerate(sample_values())]
+        rows.insert(2, {"messages": '{"x', "id": -1})
+        src = tmp_path / "in.parquet"
+        pq.write_table(pa.Table.from_pylist(rows), src, row_group_size=3 if kind.endswith("groups") else None)
+        monkeypatch.setattr(cli._parquet, "BATCH_ROWS", 2)
+    out = tmp_path / "out.jsonl"
+    argv = ["render", src, "--date", DATE, "-o", out]
+    base = run(capsys, argv) + (out.read_bytes(),)
+    monkeypatch.setattr(cli, "BATCH_BYTES", 3000)
+    monkeypatch.setattr(cli, "HANDOFF_BYTES", 100)
+    assert run(capsys, [*argv, "-j", 2]) + (out.read_bytes(),) == base
+    assert base[0] == 1 and base[3]
