@@ -586,3 +586,19 @@ def test_completions_parquet_in_and_out(tmp_path, capsys):
     bad = write(pa.table({"text": ["x"]}), tmp_path / "bad.parquet")
     assert main("completions", bad, "-o", jsonl) == 2
     assert 'has no "completion" column (its columns: text)' in capsys.readouterr().err
+
+
+def test_a_failing_row_leaves_the_others_json_text_as_it_is(tmp_path, capsys):
+    """A row whose JSON text needs ASCII escapes (a lone surrogate) gets them; the other
+    rows of its row group keep their non-ASCII characters (they used to be escaped too,
+    depending on which rows shared the group)."""
+    texts = [render([{"role": "user", "content": c}], dialect="apertus-1")
+             for c in ("Grüezi, 你好", "x \ud800 y", "ça va")]
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps(t) + "\n" for t in texts))
+    out = tmp_path / "out.parquet"
+    assert main("parse", src, "-o", out, "--dialect", "apertus-1") == 0
+    column = pq.read_table(out).column("messages").to_pylist()
+    assert "Grüezi, 你好" in column[0] and "ça va" in column[2]
+    assert "\\ud800" in column[1]
+    assert [json.loads(c)[0]["content"] for c in column] == ["Grüezi, 你好", "x \ud800 y", "ça va"]

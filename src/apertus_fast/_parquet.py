@@ -458,15 +458,21 @@ class ParquetOutput:
         try:
             batch = self._batch([self._encoded(v) for _, v in rows])
         except failures:
+            # row by row: a row that fails as it is is tried with its JSON text ASCII-
+            # escaped (a lone surrogate becomes \\ud800, lossless), and fails alone;
+            # the other rows are written as they are
             kept = []
             for row, values in rows:
-                values = self._encoded(values, ascii=True)  # JSON text: lossless escapes
-                try:
-                    self._batch([values])
-                except failures:
-                    self._on_error(row, self._why(values))
+                for ascii in (False, True):
+                    encoded = self._encoded(values, ascii=ascii)
+                    try:
+                        self._batch([encoded])
+                    except failures:
+                        continue
+                    kept.append(encoded)
+                    break
                 else:
-                    kept.append(values)
+                    self._on_error(row, self._why(encoded))
             if not kept:
                 return
             batch = self._batch(kept)
