@@ -240,6 +240,38 @@ def test_parquet_in_and_out(tmp_path, capsys, monkeypatch):
             assert [e.split(":")[1] for e in errors] == ["row 4", "row 6", "row 8"]  # in row order
 
 
+@pytest.mark.parametrize("group_rows, group_chars", [(3, 1 << 30), (1 << 30, 900), (1, 1)])
+def test_parquet_output_rows_prepared_by_the_workers(tmp_path, capsys, monkeypatch, group_rows,
+                                                     group_chars):
+    """Into a Parquet file, with every column type known (here: Parquet input), the
+    workers make their rows into record batches; this process cuts the row groups at
+    the same rows as one process (by rows and by characters) and reports the rows
+    that cannot be written (lone surrogates) at the same flush: the same file, bytes
+    and all, and the same problems."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    values = sample_values()
+    rows = [{"messages": json.dumps(v["messages"] if isinstance(v, dict) else v, ensure_ascii=False),
+             "id": i} for i, v in enumerate(values)]
+    for at in (1, 6, 7):  # renders a lone surrogate: "text" cannot be written
+        rows.insert(at, {"messages": json.dumps([{"role": "user", "content": f"bad \ud800 {at}"}]),
+                         "id": -at})
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), src)
+    monkeypatch.setattr(cli._parquet, "GROUP_ROWS", group_rows)
+    monkeypatch.setattr(cli._parquet, "GROUP_CHARS", group_chars)
+    prepared = []
+    real = cli._parquet.ParquetOutput.add_prepared
+    monkeypatch.setattr(cli._parquet.ParquetOutput, "add_prepared",
+                        lambda self, p: (prepared.append(len(p[1])), real(self, p)))
+    status, _, err, data = same_as_one_process(
+        tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE, "--keep", "id"], "out.parquet")
+    assert sum(prepared) == 3 * len(rows)  # every row of the three -j runs came prepared
+    assert status == 1 and sum("lone surrogate" in line for line in err) == 3
+    meta = pq.ParquetFile(tmp_path / "out.parquet").metadata
+    assert meta.num_rows == len(rows) - 3 and meta.num_row_groups > 1
+
+
 def test_parquet_row_groups_go_to_the_workers(tmp_path, monkeypatch):
     """Several row groups, none too big: the workers read them (this process sends
     no rows); one big row group, or a stream: this process reads the batches."""

@@ -347,6 +347,90 @@ def column_names(kind: str) -> list[str]:
     return [name for name, _ in _KIND_COLUMNS[kind]]
 
 
+#: A row group of ParquetOutput ends after this many rows, or once its first column
+#: holds this many characters, whichever comes first.
+GROUP_ROWS = 10_000
+GROUP_CHARS = 16 << 20
+
+
+def _row_values(names: list, d: dict, kept: tuple) -> tuple:
+    """A row given as a dict keyed by the leading column names (a missing key is null),
+    then the ``keep`` values, as the tuple of its columns."""
+    n = len(names) - len(kept)
+    return tuple(d.get(name) for name in names[:n]) + tuple(kept)
+
+
+class RowEncoder:
+    """Rows to a record batch of known column types: JSON-text columns encoded, every
+    value converted by pyarrow. A row that cannot be written as it is is tried with its
+    JSON text ASCII-escaped (a lone surrogate becomes ``\\ud800``, losslessly), and
+    otherwise fails alone; the other rows are written as they are. Picklable, so that
+    ``--jobs`` workers prepare their rows (:meth:`prepare`) for
+    :meth:`ParquetOutput.add_prepared`."""
+
+    def __init__(self, names: list, types: list, json_columns):
+        self.names = list(names)
+        self.types = list(types)
+        self.json = frozenset(json_columns)
+
+    def encoded(self, values: tuple, ascii: bool = False) -> tuple:
+        if not self.json:
+            return values
+        return tuple((None if v is None else json.dumps(v, ensure_ascii=ascii))
+                     if i in self.json else v for i, v in enumerate(values))
+
+    def batch(self, rows: list):
+        pa, _ = pyarrow_modules()
+        arrays = [pa.array([r[i] for r in rows], type=t) for i, t in enumerate(self.types)]
+        return pa.record_batch(arrays, names=self.names)
+
+    def why(self, values: tuple) -> str:
+        """Why one row cannot be written: the first column that fails, and how."""
+        pa, _ = pyarrow_modules()
+        for name, t, v in zip(self.names, self.types, values):
+            try:
+                pa.array([v], type=t)
+            except UnicodeEncodeError:
+                return (f'cannot write "{name}" to Parquet: it holds a lone surrogate '
+                        "(Parquet strings are UTF-8)")
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                return f'cannot write "{name}" to Parquet as {t}: {exc}'
+        return "cannot write the row to Parquet"  # pragma: no cover - every column passed
+
+    def encode(self, rows: list) -> tuple:
+        """``(record batch of the rows that can be written or None, [(row, reason)]
+        for those that cannot, in order)`` for ``rows`` of ``(row, values)``."""
+        pa, _ = pyarrow_modules()
+        failures = (UnicodeEncodeError, pa.ArrowException, TypeError, ValueError, OverflowError)
+        try:
+            return self.batch([self.encoded(v) for _, v in rows]), []
+        except failures:
+            pass
+        kept, failed = [], []
+        for row, values in rows:
+            for ascii in (False, True):
+                encoded = self.encoded(values, ascii=ascii)
+                try:
+                    self.batch([encoded])
+                except failures:
+                    continue
+                kept.append(encoded)
+                break
+            else:
+                failed.append((row, self.why(encoded)))
+        return (self.batch(kept) if kept else None), failed
+
+    def prepare(self, rows: list) -> tuple:
+        """In a worker: the rows a handler added (``(row, values)`` or ``(row, dict,
+        kept)``) as ``(record batch or None, [(row, characters of its first column,
+        None or why it fails)])`` for :meth:`ParquetOutput.add_prepared`."""
+        rows = [(r[0], r[1] if len(r) == 2 else _row_values(self.names, r[1], r[2])) for r in rows]
+        batch, failed = self.encode(rows)
+        reasons = dict(failed)
+        return batch, [(row, len(v[0]) if type(v[0]) is str else 0, reasons.get(row))
+                       for row, v in rows]
+
+
 class ParquetOutput:
     """Rows written to a Parquet file, one row group per ``group_rows`` rows or
     ``group_chars`` characters of text (the first column), whichever comes first: the
@@ -373,7 +457,7 @@ class ParquetOutput:
     """
 
     def __init__(self, f, kind: str, on_error: Callable[[int, str], None],
-                 group_rows: int = 10_000, group_chars: int = 16 << 20, *, keep=()):
+                 group_rows: int | None = None, group_chars: int | None = None, *, keep=()):
         pa, pq = pyarrow_modules()
         self._pa, self._pq = pa, pq
         if kind not in _KIND_COLUMNS:
@@ -387,10 +471,15 @@ class ParquetOutput:
         self._f = f
         self._writer = None  # made at the first write, when every type is known
         self._on_error = on_error
-        self._group_rows = group_rows
-        self._group_chars = group_chars
+        self._group_rows = GROUP_ROWS if group_rows is None else group_rows
+        self._group_chars = GROUP_CHARS if group_chars is None else group_chars
         self._rows: list[tuple[int, tuple]] = []
         self._chars = 0
+        # rows prepared by --jobs workers (add_prepared): slices of their record
+        # batches, the rows that failed, and how many rows the group has so far
+        self._slices: list = []
+        self._failed: list[tuple[int, str]] = []
+        self._count = 0
         self.written = 0
 
     def add(self, row: int, values: tuple) -> None:
@@ -405,8 +494,36 @@ class ParquetOutput:
     def add_dict(self, row: int, d: dict, kept: tuple = ()) -> None:
         """Queue one row given as a dict keyed by the ``kind``'s column names (a missing
         key is null), then the ``keep`` values."""
-        n = len(self._names) - len(kept)
-        self.add(row, tuple(d.get(name) for name in self._names[:n]) + tuple(kept))
+        self.add(row, _row_values(self._names, d, kept))
+
+    def row_encoder(self) -> "RowEncoder | None":
+        """What turns rows into record batches, for ``--jobs`` workers to do it (see
+        :meth:`add_prepared`); None while a column's type is still to be inferred from
+        the first row group."""
+        if any(t is None for t in self._types):
+            return None
+        return RowEncoder(self._names, self._types, self._json)
+
+    def add_prepared(self, prepared: tuple) -> None:
+        """Queue rows that a worker's :meth:`RowEncoder.prepare` made into a record
+        batch: the row groups end at the same rows, and the rows that fail are reported
+        at the same flush, as if each row had come through :meth:`add`."""
+        batch, infos = prepared
+        start = taken = 0
+        for row, chars, reason in infos:
+            if reason is None:
+                taken += 1
+            else:
+                self._failed.append((row, reason))
+            self._count += 1
+            self._chars += chars
+            if self._count >= self._group_rows or self._chars >= self._group_chars:
+                if taken > start:
+                    self._slices.append(batch.slice(start, taken - start))
+                    start = taken
+                self.flush()
+        if taken > start:
+            self._slices.append(batch.slice(start, taken - start))
 
     def _infer(self, rows) -> None:
         """Fix the types that are not known yet from the first rows."""
@@ -422,61 +539,27 @@ class ParquetOutput:
                 t = pa.string()
             self._types[i] = pa.string() if pa.types.is_null(t) else t
 
-    def _encoded(self, values: tuple, ascii: bool = False) -> tuple:
-        if not self._json:
-            return values
-        return tuple((None if v is None else json.dumps(v, ensure_ascii=ascii))
-                     if i in self._json else v for i, v in enumerate(values))
-
-    def _batch(self, rows: list):
-        pa = self._pa
-        arrays = [pa.array([r[i] for r in rows], type=t) for i, t in enumerate(self._types)]
-        return pa.record_batch(arrays, names=self._names)
-
-    def _why(self, values: tuple) -> str:
-        """Why one row cannot be written: the first column that fails, and how."""
-        pa = self._pa
-        for name, t, v in zip(self._names, self._types, values):
-            try:
-                pa.array([v], type=t)
-            except UnicodeEncodeError:
-                return (f'cannot write "{name}" to Parquet: it holds a lone surrogate '
-                        "(Parquet strings are UTF-8)")
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-                return f'cannot write "{name}" to Parquet as {t}: {exc}'
-        return "cannot write the row to Parquet"  # pragma: no cover - every column passed
-
     def flush(self) -> None:
         """Write the queued rows as one row group."""
+        if self._slices or self._failed:  # rows prepared by the workers
+            slices, self._slices = self._slices, []
+            failed, self._failed = self._failed, []
+            self._count = self._chars = 0
+            for row, reason in failed:
+                self._on_error(row, reason)
+            if slices:  # one row group, its columns contiguous as in a batch made here
+                self._write(self._pa.Table.from_batches(slices).combine_chunks().to_batches()[0])
+            return
         rows, self._rows, self._chars = self._rows, [], 0
         if not rows:
             return
-        pa = self._pa
         if self._writer is None:
             self._infer(rows)
-        failures = (UnicodeEncodeError, pa.ArrowException, TypeError, ValueError, OverflowError)
-        try:
-            batch = self._batch([self._encoded(v) for _, v in rows])
-        except failures:
-            # row by row: a row that fails as it is is tried with its JSON text ASCII-
-            # escaped (a lone surrogate becomes \\ud800, lossless), and fails alone;
-            # the other rows are written as they are
-            kept = []
-            for row, values in rows:
-                for ascii in (False, True):
-                    encoded = self._encoded(values, ascii=ascii)
-                    try:
-                        self._batch([encoded])
-                    except failures:
-                        continue
-                    kept.append(encoded)
-                    break
-                else:
-                    self._on_error(row, self._why(encoded))
-            if not kept:
-                return
-            batch = self._batch(kept)
-        self._write(batch)
+        batch, failed = RowEncoder(self._names, self._types, self._json).encode(rows)
+        for row, reason in failed:
+            self._on_error(row, reason)
+        if batch is not None:
+            self._write(batch)
 
     def _write(self, batch) -> None:
         if self._writer is None:
@@ -489,14 +572,15 @@ class ParquetOutput:
         self.flush()
         if self._writer is None:
             self._types = [self._pa.string() if t is None else t for t in self._types]
-            self._writer = self._pq.ParquetWriter(self._f, self._batch([]).schema)
+            encoder = RowEncoder(self._names, self._types, self._json)
+            self._writer = self._pq.ParquetWriter(self._f, encoder.batch([]).schema)
         self._writer.close()
 
     def abort(self) -> None:
         """Stop without writing what is queued. The writer is closed while its file is
         still open (pyarrow would otherwise close it when collected, writing to a
         closed file); what it leaves in the file is for the caller to throw away."""
-        self._rows = []
+        self._rows, self._slices, self._failed = [], [], []
         if self._writer is not None:
             with suppress(Exception):
                 self._writer.close()

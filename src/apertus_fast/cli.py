@@ -451,7 +451,8 @@ class _Sink:
     """Where a handler's results go in this process: the reporter and the output file or
     Parquet table."""
 
-    __slots__ = ("error", "warning", "write", "write_part", "add", "add_dict")
+    __slots__ = ("error", "warning", "write", "write_part", "add", "add_dict", "add_prepared",
+                 "encoder")
 
     def __init__(self, report, out=None, table=None):
         self.error = report.error
@@ -462,6 +463,10 @@ class _Sink:
             self.write_part = getattr(out, "write_part", None) or (lambda part: _copy_part(out, part))
         self.add = table.add if table is not None else None
         self.add_dict = table.add_dict if table is not None else None
+        self.add_prepared = table.add_prepared if table is not None else None
+        #: for --jobs workers: what makes their Parquet rows into record batches (None:
+        #: the rows come back as they are)
+        self.encoder = table.row_encoder() if table is not None else None
 
 
 class _Parts:
@@ -569,10 +574,14 @@ class _Recorder:
     def add_dict(self, row: int, d: dict, kept: tuple) -> None:
         self.rows.append((row, d, kept))
 
-    def record(self, compress: int, parts: tuple | None = None) -> tuple:
+    def record(self, compress: int, parts: tuple | None = None, encoder=None) -> tuple:
         """(output, problems, rows); the output is bytes (gzipped at level ``compress``
         unless it is 0), or a part file's ``(name, size)`` when ``parts`` (directory,
-        least size) says to hand it over so."""
+        least size) says to hand it over so; the Parquet rows are a list, or, with an
+        ``encoder`` (a _parquet.RowEncoder), a record batch prepared here (a tuple)."""
+        rows = self.rows
+        if encoder is not None and rows:
+            rows = encoder.prepare(rows)
         data = b"".join(self.chunks)
         if compress and data:  # one gzip member; concatenated members are one gzip stream
             z = zlib.compressobj(compress, zlib.DEFLATED, 31)
@@ -580,8 +589,8 @@ class _Recorder:
         if parts is not None and data and len(data) >= parts[1]:
             part = _write_part(parts[0], data)
             if part is not None:
-                return part, self.problems, self.rows
-        return data, self.problems, self.rows
+                return part, self.problems, rows
+        return data, self.problems, rows
 
 
 def _replay(record: tuple, sink: _Sink) -> None:
@@ -592,6 +601,9 @@ def _replay(record: tuple, sink: _Sink) -> None:
         sink.write(data)
     for is_error, lineno, reason in problems:
         (sink.error if is_error else sink.warning)(lineno, reason)
+    if type(rows) is tuple:  # a record batch prepared by the worker
+        sink.add_prepared(rows)
+        return
     for row in rows:
         if len(row) == 2:
             sink.add(*row)
@@ -599,20 +611,21 @@ def _replay(record: tuple, sink: _Sink) -> None:
             sink.add_dict(*row)
 
 
-_WORKER: tuple | None = None  # (handler, keep, compress, parts) in a worker process
+_WORKER: tuple | None = None  # (handler, keep, compress, parts, encoder) in a worker
 
 
-def _worker_start(handler, keep, compress, parts=None) -> None:
+def _worker_start(handler, keep, compress, parts=None, encoder=None) -> None:
     """A worker's initializer: Ctrl-C is the parent's to handle (it stops the workers),
     and SIGTERM (how it stops them) ends a worker quietly, without the handler a forked
     worker inherits from the command. ``parts``: (directory, least size) for outputs
-    handed over as part files, or None."""
+    handed over as part files, or None; ``encoder``: a _parquet.RowEncoder for Parquet
+    rows, or None."""
     global _WORKER
     with contextlib.suppress(ValueError, OSError, AttributeError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _end_with_the_parent()
-    _WORKER = (handler, keep, compress, parts)
+    _WORKER = (handler, keep, compress, parts, encoder)
 
 
 def _end_with_the_parent() -> None:
@@ -660,7 +673,7 @@ def _worker_block(lineno: int, block: bytes):
     """Handle a block of JSONL lines in a worker (``lineno``: its first line's number),
     as _nonblank_lines and _decoded_lines would. Returns (the record, the number of
     outputs, blank lines, non-blank lines)."""
-    handler, keep, compress, parts = _WORKER
+    handler, keep, compress, parts, encoder = _WORKER
     rec = _Recorder()
     done = blank = lines = 0
     loads = _io.json_loads
@@ -678,13 +691,13 @@ def _worker_block(lineno: int, block: bytes):
             continue
         if handler(lineno, value, _kept_values(value, keep) if keep else (), rec):
             done += 1
-    return rec.record(compress, parts), done, blank, lines
+    return rec.record(compress, parts, encoder), done, blank, lines
 
 
 def _worker_row_group(path: str, index: int, rows):
     """Handle row group ``index`` of the Parquet file ``path`` in a worker, read here
     (the parent sends no rows at all) and decoded by ``rows`` (a _ParquetRows)."""
-    handler, _keep, compress, parts = _WORKER
+    handler, _keep, compress, parts, encoder = _WORKER
     src = _FILES.get(path)
     if src is None:
         inp = _io.open_input(path)
@@ -695,7 +708,7 @@ def _worker_row_group(path: str, index: int, rows):
         for row, value, kept in rows(first, batch, rec.error):
             if handler(row, value, kept, rec):
                 done += 1
-    return rec.record(compress, parts), done, 0, 0
+    return rec.record(compress, parts, encoder), done, 0, 0
 
 
 def _worker_batch(first: int, batch, rows):
@@ -703,13 +716,13 @@ def _worker_batch(first: int, batch, rows):
     its first row), decoded here by ``rows`` (a _ParquetRows) as the single process
     decodes it. Returns what _worker_block returns (no blank lines; the source counts
     the rows)."""
-    handler, _keep, compress, parts = _WORKER
+    handler, _keep, compress, parts, encoder = _WORKER
     rec = _Recorder()
     done = 0
     for row, value, kept in rows(first, batch, rec.error):
         if handler(row, value, kept, rec):
             done += 1
-    return rec.record(compress, parts), done, 0, 0
+    return rec.record(compress, parts, encoder), done, 0, 0
 
 
 def _jobs(args) -> int:
@@ -822,7 +835,8 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
     try:
         pool = cf.ProcessPoolExecutor(
             jobs, mp_context=_mp_context(), initializer=_worker_start,
-            initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES)))
+            initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES),
+                      sink.encoder))
     except BaseException:
         if parts is not None:
             parts.remove()
