@@ -260,6 +260,9 @@ def test_parquet_output_rows_prepared_by_the_workers(tmp_path, capsys, monkeypat
     pq.write_table(pa.Table.from_pylist(rows), src)
     monkeypatch.setattr(cli._parquet, "GROUP_ROWS", group_rows)
     monkeypatch.setattr(cli._parquet, "GROUP_CHARS", group_chars)
+    made = []  # (no part directory: nothing goes to the output as bytes)
+    real_parts = cli._Parts
+    monkeypatch.setattr(cli, "_Parts", lambda: made.append(1) or real_parts())
     prepared = []
     real = cli._parquet.ParquetOutput.add_prepared
     monkeypatch.setattr(cli._parquet.ParquetOutput, "add_prepared",
@@ -267,6 +270,7 @@ def test_parquet_output_rows_prepared_by_the_workers(tmp_path, capsys, monkeypat
     status, _, err, data = same_as_one_process(
         tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE, "--keep", "id"], "out.parquet")
     assert sum(prepared) == 3 * len(rows)  # every row of the three -j runs came prepared
+    assert made == []
     assert status == 1 and sum("lone surrogate" in line for line in err) == 3
     meta = pq.ParquetFile(tmp_path / "out.parquet").metadata
     assert meta.num_rows == len(rows) - 3 and meta.num_row_groups > 1

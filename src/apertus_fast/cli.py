@@ -829,7 +829,8 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
     done = 0
     pending: collections.deque = collections.deque()
     parts = None
-    if sink.write is not None and sys.platform.startswith("linux") and hasattr(os, "sendfile"):
+    if (sink.write is not None and sink.add is None  # bytes out, not a Parquet table
+            and sys.platform.startswith("linux") and hasattr(os, "sendfile")):
         with contextlib.suppress(OSError):
             parts = _Parts()
     try:
