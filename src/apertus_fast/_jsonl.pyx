@@ -247,6 +247,39 @@ cdef extern from *:
     }
     #endif
 
+    /* The UTF-8 size of a 1-byte string's characters beyond one each: 1 for each of
+       U+0080-U+00FF, and those of the escapes. SSE2 counts 16 characters a step (bytes >= 0x80
+       are negative: -1 a lane, summed every 255 steps); a step with a character to
+       escape is counted a character at a time. */
+    static Py_ssize_t ae_size1(const Py_UCS1 *d, Py_ssize_t len) {
+        Py_ssize_t i = 0, size = 0;
+    #if AE_SSE2
+        const __m128i quote = _mm_set1_epi8(34), bslash = _mm_set1_epi8(92), zero = _mm_setzero_si128();
+        const __m128i c1f = _mm_set1_epi8(31), space = _mm_set1_epi8(32);
+        while (len - i >= 16) {
+            __m128i acc = zero;
+            Py_ssize_t stop = len - i >= 16 * 255 ? i + 16 * 255 : len - 15;
+            for (; i < stop; i += 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
+                __m128i qb = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash));
+                /* signed: "< 32" also finds the bytes >= 0x80; none: plain ASCII */
+                if (!_mm_movemask_epi8(_mm_or_si128(qb, _mm_cmplt_epi8(v, space))))
+                    continue;
+                if (_mm_movemask_epi8(_mm_or_si128(qb, _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v)))) {
+                    Py_ssize_t k;
+                    for (k = i; k < i + 16; k++) size += ae_extra(d[k]);
+                    continue;
+                }
+                acc = _mm_add_epi8(acc, _mm_cmplt_epi8(v, zero));
+            }
+            acc = _mm_sad_epu8(_mm_sub_epi8(zero, acc), zero);
+            size += _mm_cvtsi128_si32(acc) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(acc, acc));
+        }
+    #endif
+        for (; i < len; i++) size += ae_extra(d[i]);
+        return size;
+    }
+
     /* size += the extra bytes (ae_extra) of d[from] .. d[to - 1]; a surrogate returns
        -1 from the function */
     #define AE_ADD_EXTRA(d, from, to)                                                \\
@@ -334,8 +367,7 @@ cdef extern from *:
         int kind = PyUnicode_KIND(s);
         const void *data = PyUnicode_DATA(s);
         if (kind == PyUnicode_1BYTE_KIND) {
-            const Py_UCS1 *d = (const Py_UCS1 *)data, *q = d, *e = d + len;
-            while ((q = ae_run1(q, e)) < e) size += ae_extra(*q++);
+            size += ae_size1((const Py_UCS1 *)data, len);
         } else if (kind == PyUnicode_2BYTE_KIND) {
             if ((x = ae_size2((const Py_UCS2 *)data, len)) < 0) return 1;
             size += x;
@@ -343,7 +375,7 @@ cdef extern from *:
             if ((x = ae_size4((const Py_UCS4 *)data, len)) < 0) return 1;
             size += x;
         }
-        if (ae_reserve(b, size) < 0) return -1;
+        if (ae_reserve(b, size + 16) < 0) return -1;   /* (16: room for a whole step) */
         char *o = b->p + b->n;
         *o++ = '"';
         i = 0;
@@ -351,6 +383,11 @@ cdef extern from *:
             const Py_UCS1 *d = (const Py_UCS1 *)data;
             while (i < len) {
                 j = ae_run1(d + i, d + len) - d;
+    #if AE_SSE2
+                if (j - i <= 16 && len - i >= 16)   /* a short run: one step, no call */
+                    _mm_storeu_si128((__m128i *)o, _mm_loadu_si128((const __m128i *)(d + i)));
+                else
+    #endif
                 memcpy(o, d + i, (size_t)(j - i));
                 o += j - i;
                 if (j == len) break;
