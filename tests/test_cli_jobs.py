@@ -295,6 +295,14 @@ def test_parquet_row_groups_go_to_the_workers(tmp_path, monkeypatch):
         assert cli.main(["render", str(src), "--date", DATE, "-q", "-o", str(tmp_path / "o.jsonl"),
                          "-j", "2"]) in (0, 1)
         assert tasks and set(tasks) == {want}, (group_rows, limit, tasks)
+    # tiny row groups go several to a task, at least BATCH_ROWS rows each
+    monkeypatch.setattr(cli, "ROW_GROUP_ROWS", 1 << 16)
+    monkeypatch.setattr(cli._parquet, "BATCH_ROWS", 4)
+    pq.write_table(pa.Table.from_pylist(rows), src, row_group_size=1)
+    tasks.clear()
+    assert cli.main(["render", str(src), "--date", DATE, "-q", "-o", str(tmp_path / "o.jsonl"),
+                     "-j", "2"]) in (0, 1)
+    assert tasks.count("_worker_row_group") == -(-len(rows) // 4)
 
 
 def test_zero_means_one_worker_per_cpu(tmp_path, capsys):

@@ -165,6 +165,7 @@ class ParquetInput:
         self.num_rows: int = self._file.metadata.num_rows
         #: Rows handed out so far (for a progress bar).
         self.rows_done = 0
+        self._groups: list[tuple[int, int]] | None = None
 
     def require(self, *alternatives: str) -> None:
         """Raise :class:`InputError` unless one of these columns exists."""
@@ -199,14 +200,17 @@ class ParquetInput:
         return BatchDecoder(read, present, list(keep), [self.schema.field(c).type for c in present])
 
     def row_groups(self) -> list[tuple[int, int]]:
-        """``(number of its first row, rows)`` of each row group, from the footer."""
-        out, first = [], 1
-        meta = self._file.metadata
-        for i in range(meta.num_row_groups):
-            n = meta.row_group(i).num_rows
-            out.append((first, n))
-            first += n
-        return out
+        """``(number of its first row, rows)`` of each row group, from the footer (read
+        once: a worker asks for it with every row group it is handed)."""
+        if self._groups is None:
+            out, first = [], 1
+            meta = self._file.metadata
+            for i in range(meta.num_row_groups):
+                n = meta.row_group(i).num_rows
+                out.append((first, n))
+                first += n
+            self._groups = out
+        return self._groups
 
     def batches(self, decoder: "BatchDecoder", row_groups=None) -> Iterator[tuple[int, Any]]:
         """``(number of its first row, pyarrow.RecordBatch)`` for the file's rows (or

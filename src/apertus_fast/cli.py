@@ -694,9 +694,10 @@ def _worker_block(lineno: int, block: bytes):
     return rec.record(compress, parts, encoder), done, blank, lines
 
 
-def _worker_row_group(path: str, index: int, rows):
-    """Handle row group ``index`` of the Parquet file ``path`` in a worker, read here
-    (the parent sends no rows at all) and decoded by ``rows`` (a _ParquetRows)."""
+def _worker_row_group(path: str, indices: list, rows):
+    """Handle the consecutive row groups ``indices`` of the Parquet file ``path`` in a
+    worker, read here (the parent sends no rows at all) and decoded by ``rows`` (a
+    _ParquetRows)."""
     handler, _keep, compress, parts, encoder = _WORKER
     src = _FILES.get(path)
     if src is None:
@@ -704,7 +705,7 @@ def _worker_row_group(path: str, index: int, rows):
         src = _FILES[path] = _parquet.ParquetInput(inp)
     rec = _Recorder()
     done = 0
-    for first, batch in src.batches(rows.decoder, [index]):
+    for first, batch in src.batches(rows.decoder, indices):
         for row, value, kept in rows(first, batch, rec.error):
             if handler(row, value, kept, rec):
                 done += 1
@@ -750,8 +751,8 @@ def _tasks(src: _Source, counts: _Counts):
                 yield _worker_block, (lineno, block)
         return
     if src.row_groups is not None:
-        for index in src.row_groups:
-            yield _worker_row_group, (src.path, index, src.decode)
+        for indices in src.row_groups:
+            yield _worker_row_group, (src.path, indices, src.decode)
         return
     for first, batch in src.batches:
         yield _worker_batch, (first, batch, src.decode)
@@ -1125,8 +1126,8 @@ class _Source:
         #: ``decode(first, batch, error)``, which yields the batch's rows as ``rows`` does
         self.batches = batches
         self.decode = decode
-        #: for a Parquet file the workers read themselves (``path``), the indices of its
-        #: row groups, handed out one a task instead of ``batches``
+        #: for a Parquet file the workers read themselves (``path``), lists of the
+        #: indices of consecutive row groups, one a task, instead of ``batches``
         self.row_groups = row_groups
 
 
@@ -1235,12 +1236,17 @@ def _parquet_source(args, inp: _io.InputFile, counts, columns, required, keep=()
     path, groups = inp.seekable_path(), src.row_groups()
     row_groups = None
     if path is not None and len(groups) > 1 and max(n for _, n in groups) <= ROW_GROUP_ROWS:
-        def row_groups():
+        def row_groups():  # consecutive row groups of at least BATCH_ROWS rows a task
+            task, rows = [], 0
             for i, (first, n) in enumerate(groups):
-                yield i
-                src.rows_done = first + n - 1
-                if progress is not None:
-                    progress.update(src.rows_done)
+                task.append(i)
+                rows += n
+                if rows >= _parquet.BATCH_ROWS or i == len(groups) - 1:
+                    yield task
+                    task, rows = [], 0
+                    src.rows_done = first + n - 1
+                    if progress is not None:
+                        progress.update(src.rows_done)
             counts.lines = src.rows_done
 
         row_groups = row_groups()
