@@ -31,6 +31,8 @@ Measured with ``python benchmarks/report.py`` and ``benchmarks/breakdown.py``; s
 ``docs/benchmarks.md`` for what was tried and did not help (prefetching).
 """
 
+import json.encoder as _json_encoder
+
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memcmp, memset
@@ -39,6 +41,7 @@ from libc.stdint cimport uint32_t
 cdef extern from *:
     """
     #include <string.h>
+    #include <math.h>
     #if PY_VERSION_HEX < 0x030C0000
     #define AF_STR_OK(o) (PyUnicode_CheckExact(o) && PyUnicode_IS_READY(o))
     #else
@@ -473,6 +476,25 @@ cdef extern from *:
     AF_WIDEN_ATTR static int af_equal_24(const void *t, Py_ssize_t pos, const void *src, Py_ssize_t n) {
         AF_EQ_BLOCK(Py_UCS4, Py_UCS2);
     }
+    /* Whether json.dumps(ensure_ascii=False) writes the exact, ready str s as it is
+       between quotes: no '"', no backslash, no control character below U+0020 (the
+       only characters it escapes). A loop without an early exit, which vectorises. */
+    #define AF_JSON_PLAIN(T) do { \
+        const T *p_ = (const T *)PyUnicode_DATA(s); unsigned bad_ = 0; \
+        for (i = 0; i < n; i++) { \
+            Py_UCS4 c_ = p_[i]; \
+            bad_ |= (c_ < 0x20) | (c_ == 0x22) | (c_ == 0x5c); \
+        } \
+        return !bad_; } while (0)
+    static int af_json_plain(PyObject *s) {
+        Py_ssize_t i, n = PyUnicode_GET_LENGTH(s);
+        switch (PyUnicode_KIND(s)) {
+        case PyUnicode_1BYTE_KIND: AF_JSON_PLAIN(Py_UCS1);
+        case PyUnicode_2BYTE_KIND: AF_JSON_PLAIN(Py_UCS2);
+        default: AF_JSON_PLAIN(Py_UCS4);
+        }
+    }
+    static CYTHON_INLINE int af_float_finite(PyObject *a) { return isfinite(PyFloat_AS_DOUBLE(a)); }
     static CYTHON_INLINE int af_equal_at(const void *t, int kind, Py_ssize_t pos, PyObject *s) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(s);
         int sk = PyUnicode_KIND(s);
@@ -504,6 +526,8 @@ cdef extern from *:
     int af_direct
     void af_copy_into(void* dst, int kind, Py_ssize_t pos, PyObject* s)
     bint af_equal_at(const void* t, int kind, Py_ssize_t pos, PyObject* s)
+    bint af_json_plain(PyObject* s)
+    bint af_float_finite(PyObject* a)
     int af_message_fields(PyObject* m, PyObject** role, PyObject** content, PyObject** tool_calls)
     int af_block_fields(PyObject* b, PyObject** type, PyObject** text, PyObject** calls,
                         PyObject** outputs)
@@ -572,6 +596,37 @@ cdef str NEWLINE = "\n"
 cdef str CALL_OPEN = '{"'
 cdef str CALL_MID = '": '
 cdef str CALL_CLOSE = "}"
+# Pieces of JSON (push_json: tool-call arguments given as objects). Q_X is '"' + X,
+# the piece X merged into a closing quote pushed just before it.
+cdef str EMPTY = ""
+cdef str QUOTE = '"'
+cdef str OBJECT_OPEN = "{"
+cdef str OBJECT_OPEN_Q = '{"'
+cdef str ARRAY_OPEN = "["
+cdef str ARRAY_OPEN_Q = '["'
+cdef str ITEM_SEP = ", "
+cdef str ITEM_SEP_Q = ', "'
+cdef str Q_ITEM_SEP = '", '
+cdef str Q_ITEM_SEP_Q = '", "'
+cdef str KEY_SEP = ": "
+cdef str KEY_SEP_Q = ': "'
+cdef str Q_KEY_SEP = '": '
+cdef str Q_KEY_SEP_Q = '": "'
+cdef str OBJECT_CLOSE = "}"
+cdef str Q_OBJECT_CLOSE = '"}'
+cdef str ARRAY_CLOSE = "]"
+cdef str Q_ARRAY_CLOSE = '"]'
+cdef str EMPTY_OBJECT = "{}"
+cdef str EMPTY_ARRAY = "[]"
+cdef str JSON_TRUE = "true"
+cdef str JSON_FALSE = "false"
+cdef str JSON_NULL = "null"
+cdef str Q_QUOTE = '""'
+cdef dict QUOTED = {x: QUOTE + x for x in (OBJECT_OPEN, ARRAY_OPEN, ITEM_SEP, KEY_SEP)}
+cdef list _small_ints = [str(i) for i in range(257)]   # int.__repr__ of 0..256
+cdef object _encode_basestring = getattr(_json_encoder, "c_encode_basestring", None) \
+    or _json_encoder.encode_basestring
+
 # Pairs of tokens that often meet, as one piece each (one copy instead of two; see
 # push_joined): after a user turn, after an assistant turn, after the developer section.
 cdef str USER_END_ASSISTANT_START = USER_END + ASSISTANT_START
@@ -581,7 +636,6 @@ cdef str NO_TOOLS_USER_START = NO_TOOLS + USER_START
 
 # the general renderer's helpers, installed by _render (configure())
 cdef object _render_tool = None      # _render_tool(tool, trim, jinja_json, native) -> str
-cdef object _tojson = None           # tojson(x, jinja_builtin) -> str
 cdef object _render_date = None      # render_date(date) -> "YYYY-MM-DD"
 cdef object _checked_date = None     # the last date argument render_date accepted
 cdef dict _dialects = {}             # name -> _Dialect
@@ -655,13 +709,12 @@ def _set_dict_reading(direct):
     return dict_reading()
 
 
-def configure(render_tool, tojson, render_date, dialects, general):
+def configure(render_tool, render_date, dialects, general):
     """Install the general renderer's helpers, the dialect tables and the general path
     (``_render._render_general``, which ``render`` hands the unusual conversation to);
     called once by ``_render`` when it imports this module."""
-    global _render_tool, _tojson, _render_date, _general, _last_dialect_name, _last_dialect
+    global _render_tool, _render_date, _general, _last_dialect_name, _last_dialect
     _render_tool = render_tool
-    _tojson = tojson
     _render_date = render_date
     _general = general
     _dialects.clear()
@@ -845,8 +898,8 @@ cdef int user_parts(Out* o, PyObject* parts, _Dialect d) except -2:
 
 cdef int push_call(Out* o, PyObject* name, PyObject* args, bint first) except -2:
     """``{"name": arguments}`` (after ``, `` unless first); ``args`` that is not a str
-    (only reached in dialects that serialise it) goes through ``tojson``."""
-    cdef object dumped
+    (only reached in dialects that serialise it) is written as their ``tojson`` writes
+    it (``push_json``)."""
     if name == NULL or not af_is_str(name):
         return BAIL
     if not first:
@@ -860,12 +913,135 @@ cdef int push_call(Out* o, PyObject* name, PyObject* args, bint first) except -2
         if not (af_is_dict(args) or af_is_list(args) or af_is_int(args) or af_is_float(args)
                 or args == Py_None or args == Py_True or args == Py_False):
             return BAIL
-        dumped = _tojson(<object>args, False)
-        if type(dumped) is not str:
+        if push_json(o, args, 0) == BAIL:
             return BAIL
-        hold(o, dumped)
-        push(o, <PyObject*>dumped)
     push(o, <PyObject*>CALL_CLOSE)
+    return 0
+
+
+cdef enum:
+    JSON_DEPTH = 32    # deeper values go to the general path (json.dumps)
+    SMALL_INTS = 257   # int.__repr__ of 0 .. SMALL_INTS - 1 is cached
+
+
+cdef int push_json_str(Out* o, PyObject* s, str open_, str open_q, str open_qq) except -2:
+    """``open_`` and the JSON string of ``s``: with nothing to escape, its pieces are
+    ``open_`` with the opening quote (``open_q``; ``open_qq`` when merged into a
+    closing quote just pushed), ``s`` and the closing quote; else ``open_`` and json's
+    own encoding of ``s``."""
+    cdef object quoted
+    if af_json_plain(s):
+        after_quote(o, open_q, open_qq)
+        push(o, s)
+        push(o, <PyObject*>QUOTE)
+        return 0
+    quoted = _encode_basestring(<object>s)
+    if type(quoted) is not str:
+        return BAIL
+    hold(o, quoted)
+    if open_ is not EMPTY:
+        after_quote(o, open_, QUOTED[open_])
+    push(o, <PyObject*>quoted)
+    return 0
+
+
+cdef inline int after_quote(Out* o, str s, str joined) except -1:
+    """``push(o, s)``, where ``joined`` is ``'"' + s``: one piece with a closing quote
+    just pushed."""
+    if o.n and o.items[o.n - 1] == <PyObject*>QUOTE:
+        o.items[o.n - 1] = <PyObject*>joined
+        o.total += af_len(<PyObject*>s)
+        return 0
+    return push(o, <PyObject*>s)
+
+
+cdef int push_json(Out* o, PyObject* x, int depth) except -2:
+    """``x | tojson`` in the Hugging Face environment (``json.dumps(x,
+    ensure_ascii=False)``) as pieces, for exact dict / list / str / int / float / bool
+    / None values up to JSON_DEPTH deep; anything else (other types, keys that are not
+    str, NaN and infinities, deeper nesting) is BAIL, and the general path serialises
+    it."""
+    cdef af_iter it
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef Py_ssize_t i, n
+    cdef bint first = True
+    cdef long long value
+    cdef int overflow = 0
+    cdef object text
+    if af_is_str(x):
+        return push_json_str(o, x, EMPTY, QUOTE, Q_QUOTE)
+    if af_is_dict(x):
+        if depth >= JSON_DEPTH:
+            return BAIL
+        if af_dict_len(x) == 0:
+            push(o, <PyObject*>EMPTY_OBJECT)
+            return 0
+        af_iter_init(&it, x)
+        while af_iter_next(&it, &k, &v):
+            if not af_is_str(k):
+                return BAIL
+            if first:
+                if push_json_str(o, k, OBJECT_OPEN, OBJECT_OPEN_Q, OBJECT_OPEN_Q) == BAIL:
+                    return BAIL
+                first = False
+            elif push_json_str(o, k, ITEM_SEP, ITEM_SEP_Q, Q_ITEM_SEP_Q) == BAIL:
+                return BAIL
+            if af_is_str(v):
+                if push_json_str(o, v, KEY_SEP, KEY_SEP_Q, Q_KEY_SEP_Q) == BAIL:
+                    return BAIL
+            else:
+                after_quote(o, KEY_SEP, Q_KEY_SEP)
+                if push_json(o, v, depth + 1) == BAIL:
+                    return BAIL
+        after_quote(o, OBJECT_CLOSE, Q_OBJECT_CLOSE)
+        return 0
+    if af_is_list(x):
+        if depth >= JSON_DEPTH:
+            return BAIL
+        n = af_list_len(x)
+        if n == 0:
+            push(o, <PyObject*>EMPTY_ARRAY)
+            return 0
+        for i in range(n):
+            v = af_list_item(x, i)
+            if af_is_str(v):
+                if i == 0:
+                    if push_json_str(o, v, ARRAY_OPEN, ARRAY_OPEN_Q, ARRAY_OPEN_Q) == BAIL:
+                        return BAIL
+                elif push_json_str(o, v, ITEM_SEP, ITEM_SEP_Q, Q_ITEM_SEP_Q) == BAIL:
+                    return BAIL
+            else:
+                if i == 0:
+                    push(o, <PyObject*>ARRAY_OPEN)
+                else:
+                    after_quote(o, ITEM_SEP, Q_ITEM_SEP)
+                if push_json(o, v, depth + 1) == BAIL:
+                    return BAIL
+        after_quote(o, ARRAY_CLOSE, Q_ARRAY_CLOSE)
+        return 0
+    if x == Py_True:
+        push(o, <PyObject*>JSON_TRUE)
+    elif x == Py_False:
+        push(o, <PyObject*>JSON_FALSE)
+    elif x == Py_None:
+        push(o, <PyObject*>JSON_NULL)
+    elif af_is_int(x):
+        value = PyLong_AsLongLongAndOverflow(<object>x, &overflow)   # cannot fail on an exact int
+        if not overflow and 0 <= value < SMALL_INTS:
+            push(o, <PyObject*>_small_ints[value])
+        else:
+            text = int.__repr__(<object>x)
+            hold(o, text)
+            push(o, <PyObject*>text)
+    elif af_is_float(x):
+        if not af_float_finite(x):
+            return BAIL
+        text = float.__repr__(<object>x)
+        hold(o, text)
+        push(o, <PyObject*>text)
+    else:
+        return BAIL
     return 0
 
 
