@@ -259,6 +259,22 @@ MESSAGES = [
     ("role-late-system", "message 2: Invalid message role: 'system' (only the first message may be a system message)"),
     ("role-missing", 'message 1: Invalid message role (no "role")'),
     ("message-string", 'message 1: Invalid message role (a message is a dict with "role" and "content", got str)'),
+    ("assistant-content-null", 'message 1: Invalid assistant content: None (expected a string or {"blocks": [...]}; '
+                               'for a turn of tool calls only, give "" with "tool_calls")'),
+    ("assistant-content-int", 'message 1: Invalid assistant content: got int 4 (expected a string or {"blocks": [...]})'),
+    ("assistant-content-list", "message 1: Invalid assistant content: got list [{'type': 'text', 'text': 't'}] "
+                               '(expected a string or {"blocks": [...]})'),
+    ("assistant-content-mapping-without-blocks",
+     'message 1: Invalid assistant content: a mapping without "blocks" (keys [\'text\']; expected a string or '
+     '{"blocks": [...]})'),
+    ("assistant-string-then-blocks", "message 3: Invalid assistant content: blocks after an assistant message with "
+                                     "a string (a conversation's assistant messages are all strings or all "
+                                     '{"blocks": [...]})'),
+    ("assistant-blocks-then-string", "message 3: Invalid assistant content: a string after an assistant message "
+                                     "with blocks (a conversation's assistant messages are all strings or all "
+                                     '{"blocks": [...]})'),
+    ("assistant-without-content", 'message 1: Invalid assistant message: no "content" (a string, or '
+                                  '{"blocks": [...]}; "" for a turn of tool calls only)'),
 ]
 
 

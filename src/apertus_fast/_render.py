@@ -694,6 +694,23 @@ def _tools_error(exc):
     return RenderError(reason if reason.startswith("tools[") else "tools: " + reason, None)
 
 
+def _why_content(content, fmt):
+    """What is wrong with an assistant message's content the template rejects with
+    "Invalid assistant content": what it is, and what was expected."""
+    if isinstance(content, str):
+        return ("a string after an assistant message with blocks (a conversation's "
+                "assistant messages are all strings or all {\"blocks\": [...]})")
+    if is_mapping(content) and "blocks" in content:
+        return ("blocks after an assistant message with a string (a conversation's "
+                "assistant messages are all strings or all {\"blocks\": [...]})")
+    if content is None:
+        return ('None (expected a string or {"blocks": [...]}; for a turn of tool calls '
+                'only, give "" with "tool_calls")')
+    if is_mapping(content):
+        return f'a mapping without "blocks" (keys {list(content)[:5]!r:.80}; expected a string or {{"blocks": [...]}})'
+    return f'got {type(content).__name__} {content!r:.60} (expected a string or {{"blocks": [...]}})'
+
+
 def _render_error(exc, index):
     """Whatever failed (a template ``raise_exception``, a missing value, a Python type
     error on ill-typed data) as a RenderError naming the message."""
@@ -743,7 +760,8 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                     out.append(ASSISTANT_START)
                     in_assistant = True
                 if "content" not in message:
-                    raise _Fail("Invalid assistant message")
+                    raise _Fail('Invalid assistant message: no "content" (a string, or '
+                                '{"blocks": [...]}; "" for a turn of tool calls only)')
                 content = attr(message, "content")
                 if isinstance(content, str) and fmt != _FMT_MAPPING:
                     if in_tool:
@@ -808,7 +826,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                             raise _Fail("Invalid assistant block type: " + s(btype, 'an assistant block\'s "type"'))
                         first = False
                 else:
-                    raise _Fail("Invalid assistant content")
+                    raise _Fail("Invalid assistant content: " + _why_content(content, fmt))
                 if "tool_calls" in message:
                     legacy = attr(message, "tool_calls")
                     if legacy:
