@@ -183,7 +183,7 @@ def spans_table(r: Results) -> list[str]:
     if not dialects:
         return []
     out = ["### Loss-mask spans", "",
-           "`render_with_spans` (the text and the spans the model produced; general path) over "
+           "`render_with_spans` (the text and the spans the model produced; the hot path, recording where they start and stop) over "
            "the same corpus, against jinja2 and `render` of the same run.", "",
            "| dialect | render_with_spans conv/s | vs jinja2 | time / render's |",
            "|---|---:|---:|---:|"]

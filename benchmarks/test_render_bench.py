@@ -231,8 +231,9 @@ def test_render_apertus_fast(benchmark, dialect):
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_render_with_spans(benchmark, dialect):
-    """``render_with_spans`` (group ``spans``): the text and its loss-mask spans, on the
-    general path. Compared with jinja2 and ``render`` of the same run by ``report.py``."""
+    """``render_with_spans`` (group ``spans``): the text and its loss-mask spans (on
+    ``render``'s hot path, which records where the spans start and stop). Compared with
+    jinja2 and ``render`` of the same run by ``report.py``."""
     try:
         from apertus_fast import render_with_spans
     except ImportError as exc:
