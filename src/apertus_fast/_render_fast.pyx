@@ -621,7 +621,6 @@ cdef str EMPTY_ARRAY = "[]"
 cdef str JSON_TRUE = "true"
 cdef str JSON_FALSE = "false"
 cdef str JSON_NULL = "null"
-cdef str Q_QUOTE = '""'
 cdef dict QUOTED = {x: QUOTE + x for x in (OBJECT_OPEN, ARRAY_OPEN, ITEM_SEP, KEY_SEP)}
 cdef list _small_ints = [str(i) for i in range(257)]   # int.__repr__ of 0..256
 cdef object _encode_basestring = getattr(_json_encoder, "c_encode_basestring", None) \
@@ -927,11 +926,14 @@ cdef enum:
 cdef int push_json_str(Out* o, PyObject* s, str open_, str open_q, str open_qq) except -2:
     """``open_`` and the JSON string of ``s``: with nothing to escape, its pieces are
     ``open_`` with the opening quote (``open_q``; ``open_qq`` when merged into a
-    closing quote just pushed), ``s`` and the closing quote; else ``open_`` and json's
-    own encoding of ``s``."""
+    closing quote just pushed, ``None`` where ``open_`` never follows one), ``s`` and the
+    closing quote; else ``open_`` and json's own encoding of ``s``."""
     cdef object quoted
     if af_json_plain(s):
-        after_quote(o, open_q, open_qq)
+        if open_qq is None:
+            push(o, <PyObject*>open_q)
+        else:
+            after_quote(o, open_q, open_qq)
         push(o, s)
         push(o, <PyObject*>QUOTE)
         return 0
@@ -970,7 +972,7 @@ cdef int push_json(Out* o, PyObject* x, int depth) except -2:
     cdef int overflow = 0
     cdef object text
     if af_is_str(x):
-        return push_json_str(o, x, EMPTY, QUOTE, Q_QUOTE)
+        return push_json_str(o, x, EMPTY, QUOTE, None)
     if af_is_dict(x):
         if depth >= JSON_DEPTH:
             return BAIL
@@ -982,7 +984,7 @@ cdef int push_json(Out* o, PyObject* x, int depth) except -2:
             if not af_is_str(k):
                 return BAIL
             if first:
-                if push_json_str(o, k, OBJECT_OPEN, OBJECT_OPEN_Q, OBJECT_OPEN_Q) == BAIL:
+                if push_json_str(o, k, OBJECT_OPEN, OBJECT_OPEN_Q, None) == BAIL:
                     return BAIL
                 first = False
             elif push_json_str(o, k, ITEM_SEP, ITEM_SEP_Q, Q_ITEM_SEP_Q) == BAIL:
@@ -1007,7 +1009,7 @@ cdef int push_json(Out* o, PyObject* x, int depth) except -2:
             v = af_list_item(x, i)
             if af_is_str(v):
                 if i == 0:
-                    if push_json_str(o, v, ARRAY_OPEN, ARRAY_OPEN_Q, ARRAY_OPEN_Q) == BAIL:
+                    if push_json_str(o, v, ARRAY_OPEN, ARRAY_OPEN_Q, None) == BAIL:
                         return BAIL
                 elif push_json_str(o, v, ITEM_SEP, ITEM_SEP_Q, Q_ITEM_SEP_Q) == BAIL:
                     return BAIL
