@@ -4,7 +4,8 @@ Each input becomes a render call: a dialect, flags, a BOS token, tools and messa
 drawn from a generator seeded with the input bytes. Three calls in four are well formed
 (the hot path's usual case); the fourth may hold every kind of wrong value at every
 place: other roles and types, missing fields, blocks of unknown types, fields of another
-block type. Tool calls come in both shapes with str or object arguments, tools from a
+block type. Tool calls come in both shapes with str or object arguments (nested JSON
+values of every type, as deep as 40 levels, with what tojson escapes), tools from a
 small catalogue and variants of it. Texts are runs of one character of every width
 (ASCII, Latin-1, BMP, astral, a lone surrogate) with a few others mixed in, 0-120
 characters long, so that the copies into the result (same width, or widened 1->2, 1->4,
@@ -119,9 +120,30 @@ class Draw:
         return self.odd() if self.wild and self.chance(in_256) else value
 
 
+def json_value(d: Draw, depth: int = 0):
+    """An object argument: what apertus-1.5 serialises with tojson (the hot path writes
+    it itself: every JSON type, escapes, numbers of every size, nesting past its
+    32-level limit, and values it must decline)."""
+    k = d.int(0, 11 if depth < 40 else 7)
+    if k == 0:
+        return d.pick([None, True, False])
+    if k == 1:
+        return d.pick([0, -1, 256, 257, -(2**63), 2**63, 2**64 + 1, 10**30, d.int(-10**6, 10**6)])
+    if k == 2:
+        return d.pick([0.0, -0.0, 1.5, 1e300, 5e-324, float("nan"), float("inf"), -float("inf")])
+    if k in (3, 4, 5, 6):
+        return d.text()
+    if k == 7:
+        return d.odd() if d.wild else d.text()
+    if k in (8, 9):
+        return [json_value(d, depth + 1) for _ in range(d.int(0, 3))]
+    keys = [d.text() if not (d.wild and d.chance(20)) else d.pick([1, None, 2.5]) for _ in range(d.int(0, 3))]
+    return {key: json_value(d, depth + 1) for key in keys}
+
+
 def tool_call(d: Draw):
     args = d.pick([lambda: d.text(), lambda: {"city": d.text()}, lambda: {}, lambda: [1, d.text()],
-                   lambda: d.odd()])()
+                   lambda: d.odd(), lambda: json_value(d), lambda: json_value(d)])()
     name = d.maybe(d.pick(["get_weather", "search", d.text()]))
     if d.chance(100):
         return {"type": "function", "function": {"name": name, "arguments": args}}
