@@ -779,6 +779,10 @@ def test_edge_cases_match_reference(name, enable_thinking):
     assert_same_render(Conversation(EDGE_CASES[name]), enable_thinking=enable_thinking, tools=TOOLS)
 
 
+TOOL_OUTSIDE = ("Tool message outside of assistant (it follows a 'system' message; tool messages "
+                "follow the assistant message whose tool calls they answer)")
+
+
 @needs_oracle
 def test_template_errors_are_render_errors_and_template_errors():
     import jinja2
@@ -790,8 +794,10 @@ def test_template_errors_are_render_errors_and_template_errors():
         ApertusFormatter().format_conversation(conv)
     err = info.value
     assert isinstance(err, apertus_format.RenderError) and isinstance(err, ValueError)
-    assert (err.message_index, err.reason) == (1, "Tool message outside of assistant")
-    assert err.message == str(err) == "message 1: Tool message outside of assistant"
+    # the template's words first, then where the tool message stands
+    assert err.message_index == 1
+    assert err.reason == TOOL_OUTSIDE
+    assert err.message == str(err) == "message 1: " + TOOL_OUTSIDE
 
     # format_assistant_content renders the tools too: a tool without a name fails there
     content = AssistantContent([AssistantBlock(BlockType.RESPONSE, text="r")])
@@ -818,7 +824,7 @@ def test_formatter_errors_without_jinja2_are_plain_render_errors():
         "        print(type(e).__name__, e.message_index, e)\n"
     )
     assert run_python(code).stdout.splitlines() == [
-        "RenderError 1 message 1: Tool message outside of assistant"] * 2
+        "RenderError 1 message 1: " + TOOL_OUTSIDE] * 2
 
 
 @needs_oracle

@@ -275,7 +275,43 @@ MESSAGES = [
                                      '{"blocks": [...]})'),
     ("assistant-without-content", 'message 1: Invalid assistant message: no "content" (a string, or '
                                   '{"blocks": [...]}; "" for a turn of tool calls only)'),
+    ("system-without-content", 'message 0: Invalid system message (no "content"; expected a string or {"text": ...})'),
+    ("system-content-int", 'message 0: Invalid system message (content: got int 7; expected a string or '
+                           '{"text": ...})'),
+    ("system-content-mapping-without-text", 'message 0: Invalid system message (content: a mapping without '
+                                            '"text", keys [\'parts\']; expected a string or {"text": ...})'),
+    ("tool-first", "message 0: Tool message outside of assistant (it is the first message; tool messages follow "
+                   "the assistant message whose tool calls they answer)"),
+    ("tool-after-system", "message 1: Tool message outside of assistant (it follows a 'system' message; tool "
+                          "messages follow the assistant message whose tool calls they answer)"),
+    ("tool-after-user", "message 3: Tool message outside of assistant (it follows a 'user' message; tool "
+                        "messages follow the assistant message whose tool calls they answer)"),
 ]
+
+# messages that depend on the dialect: (case id, dialect, message)
+DIALECT_MESSAGES = [
+    ("user-content-int", V15, 'message 1: Invalid user message: user (content: got int 5; expected a string, '
+                              '{"parts": [...]} or a list of parts)'),
+    ("user-content-int", REF, 'message 1: Invalid user message: user (content: got int 5; expected a string or '
+                              '{"parts": [...]})'),
+    ("user-content-mapping-without-parts", V1, 'message 0: Invalid user message: user (content: a mapping '
+                                               'without "parts", keys [\'text\']; expected a string or '
+                                               '{"parts": [...]})'),
+    ("user-content-list", REF, "message 2: Invalid user message: user (content: got list [{'type': 'text', "
+                               "'text': 't'}]; expected a string or {\"parts\": [...]})"),
+    ("legacy-call-arguments-null", V15, 'message 1: Invalid tool call ("arguments" is empty (None))'),
+    ("legacy-call-name-empty", V15, 'message 1: Invalid tool call ("name" is empty (\'\'))'),
+    ("legacy-call-without-name", V15, 'message 1: Invalid tool call ("name" is missing)'),
+]
+
+
+@pytest.mark.parametrize("case_id, dialect, expected", DIALECT_MESSAGES,
+                         ids=[f"{m[0]}-{m[1]}" for m in DIALECT_MESSAGES])
+def test_messages_say_what_was_found(case_id, dialect, expected):
+    case = next(c for c in CASES if c.id == case_id)
+    with pytest.raises(RenderError) as info:
+        _render(case, dialect)
+    assert str(info.value) == expected
 
 
 @pytest.mark.parametrize("case_id, expected", MESSAGES, ids=[m[0] for m in MESSAGES])

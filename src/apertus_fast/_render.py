@@ -565,7 +565,7 @@ def _system_prompt(messages, d, date):
                 return SYSTEM_START + content + SYSTEM_END, 1
             if is_mapping(content) and "text" in content:
                 return SYSTEM_START + s(attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END, 1
-        raise _Fail("Invalid system message")
+        raise _Fail("Invalid system message" + _why_system(first))
     if d.dated_system:
         return SYSTEM_START + d.default_system.replace("{date}", render_date(date)) + SYSTEM_END, 0
     return SYSTEM_START + d.default_system + SYSTEM_END, 0
@@ -835,7 +835,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                         waiting = True
             elif role == "tool":
                 if not in_assistant:
-                    raise _Fail("Tool message outside of assistant")
+                    raise _Fail("Tool message outside of assistant" + _tool_outside(messages, i))
                 _model(out, marks, False)
                 if not in_tool:
                     out.append(tout_open)
@@ -868,6 +868,39 @@ def _role_found(message, role):
     return f": {role!r:.60} (expected system, user, assistant or tool)"
 
 
+def _tool_outside(messages, i):
+    """Where a tool message that is not in an assistant turn stands."""
+    where = ("it is the first message" if i == 0 else
+             f"it follows a {attr(messages[i - 1], 'role')!r:.30} message")
+    return f" ({where}; tool messages follow the assistant message whose tool calls they answer)"
+
+
+def _why_system(message):
+    """What is wrong with a first message whose role is system."""
+    if "content" not in message:
+        return ' (no "content"; expected a string or {"text": ...})'
+    content = attr(message, "content")
+    if is_mapping(content):
+        return f' (content: a mapping without "text", keys {list(content)[:5]!r:.80}; expected a string or {{"text": ...}})'
+    return f' (content: got {type(content).__name__} {content!r:.60}; expected a string or {{"text": ...}})'
+
+
+def _why_user(content, d):
+    """What is wrong with a user message's content."""
+    expected = ('a string, {"parts": [...]} or a list of parts' if d.list_user_content
+                else 'a string or {"parts": [...]}')
+    if is_mapping(content):
+        return f' (content: a mapping without "parts", keys {list(content)[:5]!r:.80}; expected {expected})'
+    return f" (content: got {type(content).__name__} {content!r:.60}; expected {expected})"
+
+
+def _why_call(name, args):
+    """Which of a tool call's name and arguments is missing or empty."""
+    bad = [f"{field} {'is missing' if v is UNDEFINED else f'is empty ({v!r:.20})'}"
+           for field, v in (('"name"', name), ('"arguments"', args)) if not v]
+    return " (" + " and ".join(bad) + ")"
+
+
 def _user(content, d, out):
     """A user message that has ``content``."""
     out.append(USER_START)
@@ -878,7 +911,7 @@ def _user(content, d, out):
     elif d.list_user_content and not is_mapping(content) and is_iterable(content):
         _user_parts(content, d, out)
     else:
-        raise _Fail("Invalid user message: user")
+        raise _Fail("Invalid user message: user" + _why_user(content, d))
     out.append(USER_END)
 
 
@@ -947,7 +980,7 @@ def _legacy_calls(calls, openai_shapes):
             name = attr(call, "name")
             args = attr(call, "arguments")
             if not (name and args):
-                raise _Fail("Invalid tool call")
+                raise _Fail("Invalid tool call" + _why_call(name, args))
             name = s(name, 'a tool call\'s "name"')
             if not isinstance(args, str):
                 args = tojson(args, False)
