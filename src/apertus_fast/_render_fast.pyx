@@ -947,6 +947,20 @@ cdef int push_json_str(Out* o, PyObject* s, str open_, str open_q, str open_qq) 
     return 0
 
 
+cdef int push_json_item(Out* o, PyObject* v, str sep, str sep_q, str q_sep, str q_sep_q,
+                        int depth) except -2:
+    """``sep`` and the JSON of ``v`` (an array item or an object's value): ``sep_q`` /
+    ``q_sep_q`` open a string (see push_json_str), ``q_sep`` is ``sep`` after a closing
+    quote (``None``: ``sep`` never follows one)."""
+    if af_is_str(v):
+        return push_json_str(o, v, sep, sep_q, q_sep_q)
+    if q_sep is None:
+        push(o, <PyObject*>sep)
+    else:
+        after_quote(o, sep, q_sep)
+    return push_json(o, v, depth)
+
+
 cdef inline int after_quote(Out* o, str s, str joined) except -1:
     """``push(o, s)``, where ``joined`` is ``'"' + s``: one piece with a closing quote
     just pushed."""
@@ -989,13 +1003,8 @@ cdef int push_json(Out* o, PyObject* x, int depth) except -2:
                 first = False
             elif push_json_str(o, k, ITEM_SEP, ITEM_SEP_Q, Q_ITEM_SEP_Q) == BAIL:
                 return BAIL
-            if af_is_str(v):
-                if push_json_str(o, v, KEY_SEP, KEY_SEP_Q, Q_KEY_SEP_Q) == BAIL:
-                    return BAIL
-            else:
-                after_quote(o, KEY_SEP, Q_KEY_SEP)
-                if push_json(o, v, depth + 1) == BAIL:
-                    return BAIL
+            if push_json_item(o, v, KEY_SEP, KEY_SEP_Q, Q_KEY_SEP, Q_KEY_SEP_Q, depth + 1) == BAIL:
+                return BAIL
         after_quote(o, OBJECT_CLOSE, Q_OBJECT_CLOSE)
         return 0
     if af_is_list(x):
@@ -1006,20 +1015,13 @@ cdef int push_json(Out* o, PyObject* x, int depth) except -2:
             push(o, <PyObject*>EMPTY_ARRAY)
             return 0
         for i in range(n):
-            v = af_list_item(x, i)
-            if af_is_str(v):
-                if i == 0:
-                    if push_json_str(o, v, ARRAY_OPEN, ARRAY_OPEN_Q, None) == BAIL:
-                        return BAIL
-                elif push_json_str(o, v, ITEM_SEP, ITEM_SEP_Q, Q_ITEM_SEP_Q) == BAIL:
+            if i == 0:
+                if push_json_item(o, af_list_item(x, 0), ARRAY_OPEN, ARRAY_OPEN_Q, None, None,
+                                  depth + 1) == BAIL:
                     return BAIL
-            else:
-                if i == 0:
-                    push(o, <PyObject*>ARRAY_OPEN)
-                else:
-                    after_quote(o, ITEM_SEP, Q_ITEM_SEP)
-                if push_json(o, v, depth + 1) == BAIL:
-                    return BAIL
+            elif push_json_item(o, af_list_item(x, i), ITEM_SEP, ITEM_SEP_Q, Q_ITEM_SEP, Q_ITEM_SEP_Q,
+                                depth + 1) == BAIL:
+                return BAIL
         after_quote(o, ARRAY_CLOSE, Q_ARRAY_CLOSE)
         return 0
     if x == Py_True:
