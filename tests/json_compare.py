@@ -7,19 +7,34 @@ def same(a, b) -> bool:
     """Exactly the same JSON value: types, float bits (NaN and -0.0 included), key order,
     and strings stored alike (``==`` compares the storage width; ``isascii`` tells a
     1-byte ASCII string from a Latin-1 one that holds only ASCII, which a reader
-    choosing the width from the wrong bytes could make)."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is str:
-        return a == b and a.isascii() == b.isascii()
-    if type(a) is float:
-        return repr(a) == repr(b)
-    if type(a) is list:
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if type(a) is dict:
-        return (len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-                and all(same(a[k], b[k]) for k in a))
-    return a == b
+    choosing the width from the wrong bytes could make).
+
+    Iterative (a stack of pairs), so that values nested deeper than Python's recursion
+    limit compare too: json.loads reads 1,500 levels on CPython 3.12+ (its limit there
+    is the C stack's), where a recursive comparison would raise RecursionError."""
+    stack = [(a, b)]
+    while stack:
+        a, b = stack.pop()
+        if type(a) is not type(b):
+            return False
+        if type(a) is str:
+            if not (a == b and a.isascii() == b.isascii()):
+                return False
+        elif type(a) is float:
+            if repr(a) != repr(b):
+                return False
+        elif type(a) is list:
+            if len(a) != len(b):
+                return False
+            stack.extend(zip(a, b))
+        elif type(a) is dict:
+            if len(a) != len(b):
+                return False
+            stack.extend(zip(a, b))                    # the keys, in order
+            stack.extend((a[k], b[k]) for k in a)      # the values
+        elif a != b:
+            return False
+    return True
 
 
 def outcome(f, data):

@@ -19,6 +19,7 @@ cdef Py_ssize_t _json_string_end(str s, Py_ssize_t i, Py_ssize_t n) except -2
                limit=Py_ssize_t)
 cdef Py_ssize_t _json_number_end(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, c=Py_UCS4, stack=list)
+cdef str _json_word(Py_UCS4 c)
 cdef Py_ssize_t _json_skip(str s, Py_ssize_t pos) except -2
 cdef Py_ssize_t _json_key(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t, close=Py_ssize_t)

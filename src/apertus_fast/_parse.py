@@ -270,8 +270,19 @@ def _max_str_digits():
     return get() if get is not None else 0
 
 
-#: The json module's named values, by their first character.
-_JSON_WORDS = {"n": "null", "t": "true", "f": "false", "N": "NaN", "I": "Infinity"}
+def _json_word(c):
+    """The json module's named value that starts with ``c`` (one of ``ntfNI``). Not a
+    dict lookup: compiled, ``c`` is a ``Py_UCS4``, which Cython 3.0 would look up as an
+    int."""
+    if c == "n":
+        return "null"
+    if c == "t":
+        return "true"
+    if c == "f":
+        return "false"
+    if c == "N":
+        return "NaN"
+    return "Infinity"
 
 
 def _json_skip(s, pos):
@@ -307,8 +318,8 @@ def _json_skip(s, pos):
             else:
                 stack.append(False)
                 continue
-        elif c in "ntfNI" and s.startswith(_JSON_WORDS[c], i):
-            i += len(_JSON_WORDS[c])
+        elif c in "ntfNI" and s.startswith(_json_word(c), i):
+            i += len(_json_word(c))
         elif c == "-" and s.startswith("-Infinity", i):
             i += 9
         else:
