@@ -10,7 +10,7 @@ BIN     = $(VENV)/bin
 # The stamp names a hash of what the build compiles (setup.py's modules and their .pxd
 # files) and of APERTUS_FAST_PURE, so that editing any of them, or switching between the
 # compiled and the pure install, reinstalls.
-STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,os,pathlib;s=pathlib.Path('src/apertus_fast');print(hashlib.sha1(os.environ.get('APERTUS_FAST_PURE','').strip().encode()+b''.join(p.read_bytes() for p in [pathlib.Path('pyproject.toml'),pathlib.Path('setup.py'),s/'_render.py',s/'_parse.py',s/'_stream.py',*sorted(s.glob('*.pyx')),*sorted(s.glob('*.pxd'))])).hexdigest()[:12])")
+STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,os,pathlib;s=pathlib.Path('src/apertus_fast');print(hashlib.sha1(os.environ.get('APERTUS_FAST_PURE','').strip().encode()+b''.join(p.read_bytes() for p in [pathlib.Path('pyproject.toml'),pathlib.Path('setup.py'),s/'_render.py',s/'_parse.py',s/'_stream.py',s/'_mask.py',*sorted(s.glob('*.pyx')),*sorted(s.glob('*.pxd'))])).hexdigest()[:12])")
 OUT    ?= out
 PYTEST_ARGS ?=
 

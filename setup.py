@@ -20,6 +20,7 @@ CYTHON_MODULES = [
     ("apertus_fast._parse", "src/apertus_fast/_parse.py"),
     ("apertus_fast._stream", "src/apertus_fast/_stream.py"),
     ("apertus_fast._jsonl", "src/apertus_fast/_jsonl.pyx"),
+    ("apertus_fast._mask", "src/apertus_fast/_mask.py"),
 ]
 
 

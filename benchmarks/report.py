@@ -216,6 +216,26 @@ def formatter_table(r: Results) -> list[str]:
     return out
 
 
+def mask_table(r: Results) -> list[str]:
+    d = "apertus-1.5"
+    base = r.seconds("mask", d, "interpreted")
+    fast = r.seconds("mask", d, "apertus-fast")
+    if base is None and fast is None:
+        return []
+    info = r.info("mask", d, "interpreted") or r.info("mask", d, "apertus-fast")
+    out = ["### Token masks", "",
+           f"`Rendered.token_mask(offsets)` for every conversation of the {d} corpus "
+           f"({info['conversations']:,} conversations, {info['tokens']:,} tokens of 4 characters as "
+           "`(start, end)` tuples), against the same loop interpreted (its source, as a pure-Python "
+           "install runs it).", "",
+           "| engine | ns/token | speed-up |", "|---|---:|---:|"]
+    for engine, s in (("interpreted", base), ("apertus-fast", fast)):
+        per = s / info["tokens"] * 1e9 if s else None
+        out.append(f"| {engine} | {'—' if per is None else f'{per:.1f}'} | "
+                   f"{_fmt_ratio(base / s) if (base and s) else '—'} |")
+    return out
+
+
 def lex_table(r: Results) -> list[str]:
     out = ["### Lexer", "",
            "Over the concatenated rendered corpus. Floor: `count(\"<|\")` on the same `str` / UTF-8 `bytes`. "
@@ -363,7 +383,7 @@ def _commit(data: dict) -> str:
 def report(data: dict, stat: str, skips: list[str], failed: list[str]) -> str:
     r = Results(data, stat)
     parts = []
-    for table in (render_table(r), spans_table(r), formatter_table(r), lex_table(r), parse_table(r),
+    for table in (render_table(r), spans_table(r), formatter_table(r), mask_table(r), lex_table(r), parse_table(r),
                   stream_table(r), cli_table(r)):
         if table:
             parts.append("\n".join(table))

@@ -315,3 +315,63 @@ def test_formatter_apertus_fast(benchmark):
     _setup(benchmark, c, "apertus-fast ApertusFormatter", kind="formatter", n=len(items),
            nbytes=sum(len(t.encode()) for t in out))
     benchmark(run)
+
+
+# --------------------------------------------------------------------------- mask
+
+#: Characters a token covers in the token-mask benchmark (about a token's share of
+#: English prose; the corpus's texts are cut into tokens of this many characters).
+MASK_TOKEN_CHARS = 4
+
+
+@lru_cache(maxsize=None)
+def _mask_cases():
+    """(spans, offsets) of every conversation of the apertus-1.5 corpus: its spans as
+    ``render_with_spans`` gives them, and offsets of MASK_TOKEN_CHARS-character tokens
+    in a list of tuples, as a fast tokenizer's ``offset_mapping``."""
+    from apertus_fast import render_with_spans
+
+    dialect = "apertus-1.5"
+    cases = []
+    for m, t, e, g in case(dialect).render_args:
+        r = render_with_spans(m, dialect=dialect, tools=t, enable_thinking=e, add_generation_prompt=g,
+                              date=DATE)
+        n = len(r.text)
+        cases.append((r.spans, [(i, min(i + MASK_TOKEN_CHARS, n)) for i in range(0, n, MASK_TOKEN_CHARS)]))
+    return cases
+
+
+def _interpreted_mask():
+    """``_mask.token_mask`` run from its source by the interpreter, as a pure-Python
+    install runs it."""
+    import importlib.util
+    from pathlib import Path
+
+    import apertus_fast
+    spec = importlib.util.spec_from_file_location("_mask_source", Path(apertus_fast.__file__).with_name("_mask.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.token_mask
+
+
+def _bench_mask(benchmark, engine, token_mask):
+    cases = _mask_cases()
+    expected = [_interpreted_mask()(s, o) for s, o in cases]
+    assert [token_mask(s, o) for s, o in cases] == expected
+    benchmark.group = "mask apertus-1.5"
+    benchmark.extra_info.update(kind="mask", engine=engine, dialect="apertus-1.5", conversations=len(cases),
+                                tokens=sum(len(o) for _, o in cases))
+    benchmark(lambda: [token_mask(s, o) for s, o in cases])
+
+
+def test_mask_interpreted(benchmark):
+    """Baseline: ``Rendered.token_mask``'s loop interpreted (its source, as a
+    pure-Python install runs it)."""
+    _bench_mask(benchmark, "interpreted", _interpreted_mask())
+
+
+def test_mask_apertus_fast(benchmark):
+    """``Rendered.token_mask``'s loop as the package runs it (compiled by Cython where
+    a compiler was available)."""
+    from apertus_fast._mask import token_mask
+    _bench_mask(benchmark, "apertus-fast", token_mask)

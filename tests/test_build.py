@@ -38,3 +38,12 @@ def test_every_compiled_module_exists_and_is_named_after_its_file():
     for name, path in compiled_modules():
         assert (ROOT / path).is_file(), path
         assert name == "apertus_fast." + Path(path).stem, (name, path)
+
+
+def test_the_makefile_stamp_covers_every_compiled_module():
+    # `make` reinstalls (recompiles) when the stamp's hash changes: it must read every
+    # plain .py module that setup.py compiles, or an edit to one would not be compiled
+    stamp = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("STAMP"))
+    for _name, path in compiled_modules():
+        if path.endswith(".py"):
+            assert f"s/'{Path(path).name}'" in stamp, f"Makefile's STAMP does not hash {path}"

@@ -21,6 +21,7 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from apertus_fast import Kind, RenderError, Rendered, get_dialect, lex, render, render_with_spans
 from apertus_fast._dialects import TOKEN_TEXT
@@ -367,3 +368,71 @@ def test_token_mask_of_characters_is_the_span_membership(dialect):
     expected = [any(s <= i < e for s, e in r.spans) for i in range(len(r.text))]
     assert mask == expected
     assert "".join(ch for ch, m in zip(r.text, mask) if m) == "".join(r.segments())
+
+
+# The mask loop (_mask.py) is plain Python compiled by Cython: the compiled module and
+# its source (loaded from the .py file, as a pure-Python install runs it) must agree
+# with the definition on every input.
+
+def _source_mask_module():
+    import importlib.util
+    from pathlib import Path
+
+    import apertus_fast
+    path = Path(apertus_fast.__file__).with_name("_mask.py")
+    spec = importlib.util.spec_from_file_location("_mask_source", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_MASKS = {"package": __import__("apertus_fast._mask", fromlist=["token_mask"]).token_mask,
+          "source": _source_mask_module().token_mask}
+
+
+@st.composite
+def _spans_and_offsets(draw):
+    bounds = sorted(set(draw(st.lists(st.integers(0, 60), max_size=10))))
+    spans = [(a, b) for a, b in zip(bounds[::2], bounds[1::2])]
+    pairs = st.tuples(st.integers(0, 64), st.integers(0, 64))
+    offsets = draw(st.lists(pairs, max_size=40))
+    if draw(st.booleans()):  # a tokenizer's order: sorted, end >= start
+        offsets = sorted((s, max(s, e)) for s, e in offsets)
+    return spans, offsets
+
+
+class _Array:
+    """Stands in for a numpy array of shape (n, 2): only tolist()."""
+
+    def __init__(self, pairs):
+        self._pairs = pairs
+
+    def tolist(self):
+        return [list(p) for p in self._pairs]
+
+
+@pytest.mark.parametrize("impl", list(_MASKS))
+@settings(max_examples=1000, deadline=None)
+@given(case=_spans_and_offsets(), shape=st.sampled_from(["tuples", "lists", "tuple", "array", "iterator"]))
+def test_token_mask_is_overlap_with_a_span(impl, case, shape):
+    spans, offsets = case
+    expected = [e > s and any(a < e and s < b for a, b in spans) for s, e in offsets]
+    given_offsets = {"tuples": offsets, "lists": [list(p) for p in offsets], "tuple": tuple(offsets),
+                     "array": _Array(offsets), "iterator": iter(offsets)}[shape]
+    assert _MASKS[impl](spans, given_offsets) == expected
+    assert Rendered("x" * 70, spans).token_mask(list(offsets)) == expected
+
+
+def test_token_mask_is_compiled_where_the_package_is():
+    import apertus_fast
+    assert apertus_fast.backends()["_mask"] in ("cython", "python")
+    if apertus_fast.backends()["_render"] == "cython":
+        assert apertus_fast.backends()["_mask"] == "cython"
+
+
+@pytest.mark.parametrize("impl", list(_MASKS))
+def test_token_mask_rejects_what_is_not_a_pair(impl):
+    with pytest.raises((TypeError, ValueError)):
+        _MASKS[impl]([(0, 2)], [(0, 1, 2)])
+    with pytest.raises(TypeError):
+        _MASKS[impl]([(0, 2)], [None])

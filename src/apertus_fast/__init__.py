@@ -80,7 +80,7 @@ _REFERENCE_MODULES = ("enums", "models", "formatter")
 #: ``_render_fast`` (the renderer's hot path) exists only compiled: without it, the
 #: general renderer in ``_render`` renders everything. ``_jsonl`` (the command line's
 #: JSON lines) likewise: without it, the json module writes them.
-_NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse", "_stream", "_jsonl")
+_NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse", "_stream", "_jsonl", "_mask")
 
 
 def backends() -> dict[str, str]:

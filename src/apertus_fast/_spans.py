@@ -15,11 +15,11 @@ inclusive, and leave out every tool-output region (from ``[`` or
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import NamedTuple
 
 from . import _render
 from ._dialects import DEFAULT_DIALECT
+from ._mask import token_mask as _token_mask
 from ._render import _render_pieces
 
 __all__ = ["Rendered", "render_with_spans"]
@@ -71,18 +71,7 @@ class Rendered(NamedTuple):
         trained on, as in ``transformers``' ``return_assistant_tokens_mask``. Tokens
         that cover nothing (``(0, 0)``: special tokens the tokenizer added) never count.
         """
-        spans = self.byte_spans() if utf8 else self.spans
-        ends = [end for _, end in spans]
-        n = len(spans)
-        mask = []
-        append = mask.append
-        for start, end in offsets:
-            if end <= start:
-                append(False)
-                continue
-            k = bisect_right(ends, start)  # the first span that ends after the token starts
-            append(k < n and spans[k][0] < end)
-        return mask
+        return _token_mask(self.byte_spans() if utf8 else self.spans, offsets)
 
 
 def render_with_spans(
