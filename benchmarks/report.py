@@ -196,44 +196,44 @@ def spans_table(r: Results) -> list[str]:
     return out
 
 
-def formatter_table(r: Results) -> list[str]:
-    d = "apertus-format-reference"
-    base = r.seconds("formatter", d, "reference approach")
-    fast = r.seconds("formatter", d, "apertus-fast ApertusFormatter")
-    if base is None and fast is None:
+def _versus_table(r: Results, kind: str, d: str, engines, heading: str, intro, column: str, value) -> list[str]:
+    """A baseline and apertus-fast, one row each: ``engines`` are (label, engine name),
+    the baseline first; ``intro(info)`` is the paragraph above the table; ``value(seconds,
+    info)`` fills ``column``; the last column is the speed-up over the baseline."""
+    secs = [r.seconds(kind, d, engine) for _, engine in engines]
+    if all(s is None for s in secs):
         return []
-    info = r.info("formatter", d, "reference approach") or r.info("formatter", d, "apertus-fast ApertusFormatter")
-    out = ["### Drop-in formatter", "",
-           f"`ApertusFormatter(enable_thinking, tools).format_conversation(conversation)` per conversation "
-           f"({info['conversations']} conversations of the reference corpus), against the reference package's "
-           "approach (the constructor reads and compiles the template: `jinja2.Template(open(file).read())`, "
-           "then renders).", "",
-           "| engine | conv/s | speed-up |", "|---|---:|---:|"]
-    for engine, s in (("reference approach (compile per conversation)", base),
-                      ("apertus-fast `ApertusFormatter`", fast)):
-        rate = info["conversations"] / s if s else None
-        out.append(f"| {engine} | {_fmt_rate(rate)} | {_fmt_ratio(base / s) if (base and s) else '—'} |")
+    info = next(r.info(kind, d, engine) for (_, engine), s in zip(engines, secs) if s is not None)
+    out = [heading, "", intro(info), "", f"| engine | {column} | speed-up |", "|---|---:|---:|"]
+    base = secs[0]
+    for (label, _), s in zip(engines, secs):
+        out.append(f"| {label} | {value(s, info) if s else '—'} | {_fmt_ratio(base / s) if (base and s) else '—'} |")
     return out
+
+
+def formatter_table(r: Results) -> list[str]:
+    return _versus_table(
+        r, "formatter", "apertus-format-reference",
+        (("reference approach (compile per conversation)", "reference approach"),
+         ("apertus-fast `ApertusFormatter`", "apertus-fast ApertusFormatter")),
+        "### Drop-in formatter",
+        lambda info: (f"`ApertusFormatter(enable_thinking, tools).format_conversation(conversation)` per "
+                      f"conversation ({info['conversations']} conversations of the reference corpus), against the "
+                      "reference package's approach (the constructor reads and compiles the template: "
+                      "`jinja2.Template(open(file).read())`, then renders)."),
+        "conv/s", lambda s, info: _fmt_rate(info["conversations"] / s))
 
 
 def mask_table(r: Results) -> list[str]:
     d = "apertus-1.5"
-    base = r.seconds("mask", d, "interpreted")
-    fast = r.seconds("mask", d, "apertus-fast")
-    if base is None and fast is None:
-        return []
-    info = r.info("mask", d, "interpreted") or r.info("mask", d, "apertus-fast")
-    out = ["### Token masks", "",
-           f"`Rendered.token_mask(offsets)` for every conversation of the {d} corpus "
-           f"({info['conversations']:,} conversations, {info['tokens']:,} tokens of 4 characters as "
-           "`(start, end)` tuples), against the same loop interpreted (its source, as a pure-Python "
-           "install runs it).", "",
-           "| engine | ns/token | speed-up |", "|---|---:|---:|"]
-    for engine, s in (("interpreted", base), ("apertus-fast", fast)):
-        per = s / info["tokens"] * 1e9 if s else None
-        out.append(f"| {engine} | {'—' if per is None else f'{per:.1f}'} | "
-                   f"{_fmt_ratio(base / s) if (base and s) else '—'} |")
-    return out
+    return _versus_table(
+        r, "mask", d, (("interpreted", "interpreted"), ("apertus-fast", "apertus-fast")),
+        "### Token masks",
+        lambda info: (f"`Rendered.token_mask(offsets)` for every conversation of the {d} corpus "
+                      f"({info['conversations']:,} conversations, {info['tokens']:,} tokens of 4 characters as "
+                      "`(start, end)` tuples), against the same loop interpreted (its source, as a pure-Python "
+                      "install runs it)."),
+        "ns/token", lambda s, info: f"{s / info['tokens'] * 1e9:.1f}")
 
 
 def lex_table(r: Results) -> list[str]:

@@ -4,8 +4,8 @@
 
 ``Rendered.token_mask`` calls :func:`token_mask` once per training example, on as many
 tokens as the example has (thousands), after the tokenizer. It is plain Python that
-Cython compiles with the types in ``_mask.pxd``: a loop of C integers, 15 ns a token,
-against 67 ns for this source interpreted and 99 ns for the bisection per token it
+Cython compiles with the types in ``_mask.pxd``: a loop of C integers, 14-19 ns a token,
+against 67-70 ns for this source interpreted and 99 ns for the bisection per token it
 replaced (``benchmarks/test_render_bench.py``, group ``mask``). Without a compiler this
 source runs as it is, with the same results.
 """
