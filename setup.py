@@ -39,6 +39,11 @@ def _extensions():
     from setuptools import Extension
 
     present = [(name, path) for name, path in CYTHON_MODULES if os.path.exists(path)]
+    for name, path in CYTHON_MODULES:
+        if (name, path) not in present:
+            # a source tree without it (an sdist that left it out): say so, since the
+            # module then runs on its pure-Python twin, much more slowly
+            sys.stderr.write(f"apertus-fast: {path} is missing, so {name} is not compiled\n")
     exts = [Extension(name, [path], optional=True) for name, path in present]
     return cythonize(
         exts,

@@ -47,3 +47,34 @@ def test_the_makefile_stamp_covers_every_compiled_module():
     for _name, path in compiled_modules():
         if path.endswith(".py"):
             assert f"s/'{Path(path).name}'" in stamp, f"Makefile's STAMP does not hash {path}"
+
+
+def test_the_sdist_holds_what_the_build_compiles(tmp_path):
+    # An install from the sdist compiles what the sdist holds: without the .pyx files
+    # and the .pxd declarations it silently ran the pure-Python twins (MANIFEST.in)
+    import shutil
+    import subprocess
+    import sys
+    import tarfile
+
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "out", "corpus", ".hypothesis", ".benchmarks", ".pytest_cache",
+        "__pycache__", "*.egg-info", "*.so", "*.c", "*.html", "crash-*"))
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    env["APERTUS_FAST_PURE"] = "1"  # no cythonize: the sdist is only the files
+    run = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")],
+                         cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (archive,) = (tmp_path / "dist").glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    for _name, path in compiled_modules():
+        assert path in names, f"the sdist lacks {path}"
+        pxd = str(Path(path).with_suffix(".pxd"))
+        if (ROOT / pxd).is_file():
+            assert pxd in names, f"the sdist lacks {pxd}"
+    for needed in ("samples/conversations.jsonl", "Makefile", "README.md", "tests/test_build.py",
+                   "src/apertus_fast/py.typed"):
+        assert needed in names, f"the sdist lacks {needed}"
+    assert not [n for n in names if n.endswith((".c", ".so"))]
