@@ -261,12 +261,12 @@ MESSAGES = [
     ("message-string", 'message 1: Invalid message role (a message is a dict with "role" and "content", got str)'),
     ("assistant-content-null", 'message 1: Invalid assistant content: None (expected a string or {"blocks": [...]}; '
                                'for a turn of tool calls only, give "" with "tool_calls")'),
-    ("assistant-content-int", 'message 1: Invalid assistant content: got int 4 (expected a string or {"blocks": [...]})'),
-    ("assistant-content-list", "message 1: Invalid assistant content: got list [{'type': 'text', 'text': 't'}] "
-                               '(expected a string or {"blocks": [...]})'),
+    ("assistant-content-int", 'message 1: Invalid assistant content: got int 4; expected a string or {"blocks": [...]}'),
+    ("assistant-content-list", "message 1: Invalid assistant content: got list [{'type': 'text', 'text': 't'}]; "
+                               'expected a string or {"blocks": [...]}'),
     ("assistant-content-mapping-without-blocks",
-     'message 1: Invalid assistant content: a mapping without "blocks" (keys [\'text\']; expected a string or '
-     '{"blocks": [...]})'),
+     'message 1: Invalid assistant content: a mapping without "blocks", keys [\'text\']; expected a string or '
+     '{"blocks": [...]}'),
     ("assistant-string-then-blocks", "message 3: Invalid assistant content: blocks after an assistant message with "
                                      "a string (a conversation's assistant messages are all strings or all "
                                      '{"blocks": [...]})'),

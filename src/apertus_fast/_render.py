@@ -694,7 +694,7 @@ def _tools_error(exc):
     return RenderError(reason if reason.startswith("tools[") else "tools: " + reason, None)
 
 
-def _why_content(content, fmt):
+def _why_content(content):
     """What is wrong with an assistant message's content the template rejects with
     "Invalid assistant content": what it is, and what was expected."""
     if isinstance(content, str):
@@ -706,9 +706,15 @@ def _why_content(content, fmt):
     if content is None:
         return ('None (expected a string or {"blocks": [...]}; for a turn of tool calls '
                 'only, give "" with "tool_calls")')
-    if is_mapping(content):
-        return f'a mapping without "blocks" (keys {list(content)[:5]!r:.80}; expected a string or {{"blocks": [...]}})'
-    return f'got {type(content).__name__} {content!r:.60} (expected a string or {{"blocks": [...]}})'
+    return _found(content, "blocks", 'a string or {"blocks": [...]}')
+
+
+def _found(x, key, expected):
+    """What ``x`` is, for an error message (a mapping without ``key``, and its keys; or
+    its type and value), and what was ``expected``."""
+    if is_mapping(x):
+        return f'a mapping without "{key}", keys {list(x)[:5]!r:.80}; expected {expected}'
+    return f"got {type(x).__name__} {x!r:.60}; expected {expected}"
 
 
 def _render_error(exc, index):
@@ -826,7 +832,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                             raise _Fail("Invalid assistant block type: " + s(btype, 'an assistant block\'s "type"'))
                         first = False
                 else:
-                    raise _Fail("Invalid assistant content: " + _why_content(content, fmt))
+                    raise _Fail("Invalid assistant content: " + _why_content(content))
                 if "tool_calls" in message:
                     legacy = attr(message, "tool_calls")
                     if legacy:
@@ -879,19 +885,15 @@ def _why_system(message):
     """What is wrong with a first message whose role is system."""
     if "content" not in message:
         return ' (no "content"; expected a string or {"text": ...})'
-    content = attr(message, "content")
-    if is_mapping(content):
-        return f' (content: a mapping without "text", keys {list(content)[:5]!r:.80}; expected a string or {{"text": ...}})'
-    return f' (content: got {type(content).__name__} {content!r:.60}; expected a string or {{"text": ...}})'
+    expected = 'a string or {"text": ...}'
+    return f" (content: {_found(attr(message, 'content'), 'text', expected)})"
 
 
 def _why_user(content, d):
     """What is wrong with a user message's content."""
     expected = ('a string, {"parts": [...]} or a list of parts' if d.list_user_content
                 else 'a string or {"parts": [...]}')
-    if is_mapping(content):
-        return f' (content: a mapping without "parts", keys {list(content)[:5]!r:.80}; expected {expected})'
-    return f" (content: got {type(content).__name__} {content!r:.60}; expected {expected})"
+    return f" (content: {_found(content, 'parts', expected)})"
 
 
 def _why_call(name, args):
