@@ -145,6 +145,33 @@ def test_strict_error_says_where_and_what():
     assert isinstance(err, ValueError)
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("old, new, found", [
+    ("Deliberation: disabled", "Deliberation: maybe", "text 'maybe\\n"),
+    ("Deliberation: disabled", "Deliberation disabled", "text ' disabled\\n"),
+    ("Tool Capabilities: disabled", "Tool Capabilities disabled", "text ' disabled'"),
+    ("Tool Capabilities: disabled", "Tool Capabilities: disabledX", "text 'X'"),
+    ("Tool Capabilities: disabled", "Tool Cap", "<|developer_end|>"),
+    ("Deliberation: disabled\nTool Capabilities: disabled", "", "<|developer_end|>"),
+])
+def test_a_malformed_developer_block_is_reported_where_it_differs(dialect, old, new, found):
+    """The error (and lenient mode's warning) points at the first character that
+    neither form of the line could have, not at the block's start."""
+    good = render([{"role": "user", "content": "q"}], dialect=dialect, date=DATE)
+    bad = good.replace(old, new)
+    at = next(i for i, (a, b) in enumerate(zip(good, bad)) if a != b)
+    with pytest.raises(ParseError) as info:
+        parse(bad, dialect=dialect)
+    err = info.value
+    assert err.reason == "malformed developer block"
+    assert err.offset == at
+    assert (err.line, err.column) == (bad[:err.offset].count("\n") + 1,
+                                      err.offset - bad.rfind("\n", 0, err.offset))
+    assert err.found.startswith(found)
+    assert parse(bad, dialect=dialect, strict=False).warnings == [
+        f"line {err.line}, column {err.column}: malformed developer block (expected {err.expected})"]
+
+
 def test_strict_rejects_text_no_conversation_renders_to():
     good = render([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
                   dialect="apertus-1", date=DATE)

@@ -24,6 +24,8 @@ cdef Py_ssize_t _json_skip(str s, Py_ssize_t pos) except -2
 cdef Py_ssize_t _json_key(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t, close=Py_ssize_t)
 cdef tuple _output_group(str run)
+@cython.locals(best=Py_ssize_t, m=Py_ssize_t, k=Py_ssize_t)
+cdef Py_ssize_t _shared_prefix(str s, str a, str b) except -1
 
 cdef class _Builder:
     cdef public str text
@@ -41,8 +43,8 @@ cdef class _Builder:
     cdef Py_ssize_t end(self, Py_ssize_t j) except -1
     @cython.locals(j=Py_ssize_t, k=cython.longlong)
     cpdef bint _has_reasoning(self) except -1
-    cdef error(self, Py_ssize_t j, str reason, str expected=*)
-    cdef recover(self, Py_ssize_t j, str reason, str expected=*)
+    cdef error(self, Py_ssize_t j, str reason, str expected=*, Py_ssize_t at=*)
+    cdef recover(self, Py_ssize_t j, str reason, str expected=*, Py_ssize_t at=*)
     @cython.locals(k=int)
     cdef bint textual(self, Py_ssize_t j, bint in_user=*) except -1
     @cython.locals(start=Py_ssize_t)
@@ -51,7 +53,8 @@ cdef class _Builder:
     cpdef build(self)
     cdef header(self, result)
     cdef system(self, str system, result)
-    cdef developer(self, str dev, Py_ssize_t at, result)
+    @cython.locals(base=Py_ssize_t)
+    cdef developer(self, str dev, Py_ssize_t first, Py_ssize_t stop, result)
     @cython.locals(n=Py_ssize_t, k=int)
     cdef turns(self, result)
     @cython.locals(n=Py_ssize_t, at_end=bint)

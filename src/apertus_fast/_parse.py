@@ -507,6 +507,19 @@ def output_group(run: str):
 # The builder
 # ---------------------------------------------------------------------------
 
+def _shared_prefix(s, a, b):
+    """The length of the longest prefix ``s`` shares with ``a`` or with ``b``."""
+    best = 0
+    for t in (a, b):
+        m = min(len(s), len(t))
+        k = 0
+        while k < m and s[k] == t[k]:
+            k += 1
+        if k > best:
+            best = k
+    return best
+
+
 def _events(text, d):
     """The lexer's events: the flat ``array('q')`` of ``kind, start, end`` triples."""
     return scan_str(text, d)
@@ -563,7 +576,14 @@ class _Builder:
                 return True
         return False
 
-    def error(self, j, reason, expected=""):
+    def error(self, j, reason, expected="", at=-1):
+        """The ParseError at event ``j``; or, with ``at`` (an offset inside the text
+        events before ``j``), at that character of the text."""
+        if at >= 0:
+            stop = self.start(j) if j < self.n else len(self.text)
+            if at < stop:
+                found = "text " + repr(self.text[at:min(stop, at + 30)])
+                return ParseError.at(self.text, at, reason, expected=expected, found=found)
         if j < self.n:
             k = self.kind(j)
             offset = self.start(j)
@@ -576,9 +596,9 @@ class _Builder:
             found = "end of text"
         return ParseError.at(self.text, offset, reason, expected=expected, found=found)
 
-    def recover(self, j, reason, expected=""):
+    def recover(self, j, reason, expected="", at=-1):
         """Lenient mode: note the problem and go on; strict mode: raise."""
-        err = self.error(j, reason, expected)
+        err = self.error(j, reason, expected, at)
         if self.strict:
             raise err
         self.warnings.append(f"line {err.line}, column {err.column}: {reason}"
@@ -659,8 +679,9 @@ class _Builder:
             return
         dev_at = self.i
         developer, self.i = self.take_text(self.i)
+        dev_end = self.i
         self.expect(_K_DEVELOPER_END, "<|developer_end|>")
-        self.developer(developer, dev_at, result)
+        self.developer(developer, dev_at, dev_end, result)
 
     def system(self, system, result):
         d = self.d
@@ -676,23 +697,29 @@ class _Builder:
             return
         self.messages.append({"role": "system", "content": system})
 
-    def developer(self, dev, at, result):
+    def developer(self, dev, first, stop, result):
+        """Read the developer block's text ``dev`` (events ``first`` up to ``stop``);
+        a malformed one is reported at its first character that differs from both
+        forms it could take."""
+        base = self.start(first) if first < self.n else len(self.text)
         if dev.startswith(_DELIB_ON):
             result.enable_thinking = True
             rest = dev[len(_DELIB_ON):]
         elif dev.startswith(_DELIB_OFF):
             rest = dev[len(_DELIB_OFF):]
         else:
-            self.recover(at, "malformed developer block",
-                         "'Deliberation: enabled' or 'Deliberation: disabled'")
+            self.recover(stop, "malformed developer block",
+                         "'Deliberation: enabled' or 'Deliberation: disabled'",
+                         base + _shared_prefix(dev, _DELIB_ON, _DELIB_OFF))
             return
         if rest == _TOOLS_OFF:
             result.tools_text = None
         elif rest.startswith(_TOOLS_ON):
             result.tools_text = rest[len(_TOOLS_ON):]
         else:
-            self.recover(at, "malformed developer block",
-                         "'Tool Capabilities: disabled' or 'Tool Capabilities:' and the tools")
+            self.recover(stop, "malformed developer block",
+                         "'Tool Capabilities: disabled' or 'Tool Capabilities:' and the tools",
+                         base + len(dev) - len(rest) + _shared_prefix(rest, _TOOLS_OFF, _TOOLS_ON))
 
     # -- turns --------------------------------------------------------------
     def turns(self, result):
