@@ -73,3 +73,27 @@ def test_golden_is_current(name, dialect):
     else:  # (the template's error text varies with the jinja2 / Python version)
         assert err.is_file(), f"the template now fails: {exp.error}"
         assert parse_error_file(err.read_text(encoding="utf-8")) == exp.message_index
+
+
+# Inputs a JSON golden file cannot hold, with the template's output written out.
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_markup_names_and_system_text_are_escaped_by_plus(dialect):
+    """The three places where ``+`` meets a literal that escaping changes, with the
+    template's output written out (test_render_oracle.py draws
+    Markup into realistic inputs and compares with the template)."""
+    from markupsafe import Markup
+
+    user = {"role": "user", "content": "q"}
+    block = [user, {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [{"name": Markup("f"), "arguments": "{}"}]}]}}]
+    legacy = [user, {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": Markup("{}")}}]}]
+    system = [{"role": "system", "content": {"text": Markup("x")}}, user]
+    calls = "<|tools_prefix|>[{&#34;f&#34;: {}}]<|tools_suffix|>"
+    assert calls in render(block, dialect=dialect, date="2026-01-01")
+    assert calls in render(legacy, dialect=dialect, date="2026-01-01")
+    assert render(system, dialect=dialect, date="2026-01-01").startswith(
+        "<s>&lt;|system_start|&gt;x&lt;|system_end|&gt;<|developer_start|>")
+
+

@@ -84,14 +84,15 @@ class Marked(str):
         return "\u00ab" + str.__str__(self) + "\u00bb"
 
 
-def _marked(x):
-    """``x`` with every string value (dict keys excepted) a :class:`Marked`."""
+def _marked(x, cls=Marked, draw=None):
+    """``x`` with every string value (dict keys excepted) a ``cls`` (each one, or those
+    ``draw`` picks)."""
     if type(x) is str:
-        return Marked(x)
+        return cls(x) if draw is None or draw(st.booleans()) else x
     if type(x) is dict:
-        return {k: _marked(v) for k, v in x.items()}
+        return {k: _marked(v, cls, draw) for k, v in x.items()}
     if type(x) is list:
-        return [_marked(v) for v in x]
+        return [_marked(v, cls, draw) for v in x]
     return x
 
 
@@ -107,6 +108,23 @@ def test_string_subclasses_print_as_the_template_prints_them(dialect, data):
     inputs["messages"] = _marked(inputs["messages"])
     if inputs.get("tools") is not None:
         inputs["tools"] = _marked(inputs["tools"])
+    check(dialect, **inputs)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@settings(max_examples=max(1, EXAMPLES // 5), **_settings)
+@given(data=st.data())
+def test_strings_with_their_own_plus_concatenate_as_the_template_does(dialect, data):
+    """The template's ``+`` is Python's: markupsafe's ``Markup`` (a ``str`` subclass)
+    HTML-escapes the other side, so ``'{"' + name`` and ``<|system_start|>`` + a system
+    ``{"text": ...}`` come out escaped. Some strings of a realistic input (drawn one by
+    one) are ``Markup``."""
+    from markupsafe import Markup
+
+    inputs = data.draw(S.render_inputs(dialect), label="inputs")
+    inputs["messages"] = _marked(inputs["messages"], Markup, data.draw)
+    if inputs.get("tools") is not None:
+        inputs["tools"] = _marked(inputs["tools"], Markup, data.draw)
     check(dialect, **inputs)
 
 

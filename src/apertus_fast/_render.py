@@ -152,6 +152,17 @@ def s(x, field=None):
     raise _Fail(f"{field}: expected a string, {got}" if field else f"expected a string, {got}")
 
 
+def s_plus(x, field=None):
+    """``s`` for an operand of ``+`` beside a literal that HTML escaping changes
+    (``'{"'``, ``<|system_start|>``): a string whose type brings its own ``+`` (markupsafe's
+    ``Markup`` escapes the other side) is kept, so that Python's ``+`` gives what the
+    template's does."""
+    if type(x) is not str and isinstance(x, str) and (
+            type(x).__add__ is not str.__add__ or hasattr(type(x), "__radd__")):
+        return x
+    return s(x, field)
+
+
 def seq(x, field=None):
     """What ``{% for %}`` visits, as a list (``loop.last`` needs the length):
     Undefined is empty, a string yields characters, a dict its keys. ``field`` names
@@ -564,7 +575,7 @@ def _system_prompt(messages, d, date):
             if isinstance(content, str):
                 return SYSTEM_START + content + SYSTEM_END, 1
             if is_mapping(content) and "text" in content:
-                return SYSTEM_START + s(attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END, 1
+                return SYSTEM_START + s_plus(attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END, 1
         raise _Fail("Invalid system message" + _why_system(first))
     if d.dated_system:
         return SYSTEM_START + d.default_system.replace("{date}", render_date(date)) + SYSTEM_END, 0
@@ -955,7 +966,7 @@ def _block_calls(calls, openai_shapes):
             fn = attr(call, "function")
             if fn:
                 call = fn
-            name = s(attr(call, "name"), 'a tool call\'s "name"')
+            name = s_plus(attr(call, "name"), 'a tool call\'s "name"')
             args = attr(call, "arguments")
             if args is UNDEFINED:  # |tojson fails on it
                 raise _Fail('a tool call\'s "arguments": expected a string or a JSON value, it is missing')
@@ -963,8 +974,8 @@ def _block_calls(calls, openai_shapes):
                 args = tojson(args, False)
             parts.append('{"' + name + '": ' + args + "}")
         else:
-            parts.append('{"' + s(attr(call, "name"), 'a tool call\'s "name"') + '": '
-                         + s(attr(call, "arguments"), 'a tool call\'s "arguments"') + "}")
+            parts.append('{"' + s_plus(attr(call, "name"), 'a tool call\'s "name"') + '": '
+                         + s_plus(attr(call, "arguments"), 'a tool call\'s "arguments"') + "}")
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
@@ -983,7 +994,7 @@ def _legacy_calls(calls, openai_shapes):
             args = attr(call, "arguments")
             if not (name and args):
                 raise _Fail("Invalid tool call" + _why_call(name, args))
-            name = s(name, 'a tool call\'s "name"')
+            name = s_plus(name, 'a tool call\'s "name"')
             if not isinstance(args, str):
                 args = tojson(args, False)
             parts.append('{"' + name + '": ' + args + "}")
@@ -993,8 +1004,8 @@ def _legacy_calls(calls, openai_shapes):
             fn = attr(call, "function")
             if fn is UNDEFINED:  # the template reads function.name
                 raise _Fail('a tool call\'s "function": it is missing (expected {"name": ..., "arguments": ...})')
-            parts.append('{"' + s(attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
-                         + s(attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}")
+            parts.append('{"' + s_plus(attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
+                         + s_plus(attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}")
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
