@@ -218,6 +218,17 @@ def check_laws(dialect, prompt_text, body, cut, chunk_cuts, data=None):
                                                    sorted(set(chunk_cuts)) + [len(raw)])
                           if a < b], dialect, prompt=prompt)
     assert spelled(b_deltas) == spelled(deltas)
+    # result() mid-stream on bytes reads the characters decoded so far: a character
+    # whose bytes are still arriving is no error, and not read yet
+    if data is not None and raw:
+        k = data.draw(st.integers(0, len(raw)), label="bytes snapshot at")
+        q = StreamParser(dialect, prompt=prompt, call_id=lambda i: f"call_{i}")
+        q.feed(raw[:k])
+        snap = q.result()
+        ref = parse_completion(raw[:k].decode("utf-8", "ignore"), dialect=dialect,
+                               prompt=prompt, call_id=lambda i: f"call_{i}")
+        assert (snap.messages, snap.reasoning, snap.content, snap.tool_calls) == \
+            (ref.messages, ref.reasoning, ref.content, ref.tool_calls)
 
 
 def spelled_result(r):
@@ -357,6 +368,73 @@ def test_arguments_wait_where_the_call_could_still_end(chunks, held):
     rest = p.feed(chunks[1]) + p.close()
     calls = spelled(first + rest)[2]
     assert calls == [[c["name"], c["arguments"]] for c in p.result().tool_calls]
+
+
+def _source_stream_module():
+    """_stream.py run from its source (as a pure-Python install runs it), so that its
+    module globals can be counted."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(apertus_fast.__file__).with_name("_stream.py")
+    spec = importlib.util.spec_from_file_location("apertus_fast._stream_source", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_NUMBER_TEXTS = st.text(st.sampled_from("0123456789.eE+-I}x "), min_size=1, max_size=14)
+
+
+@given(text=_NUMBER_TEXTS.filter(lambda t: t[0] in "-0123456789"), cuts=st.lists(st.integers(1, 13)))
+@settings(max_examples=EXAMPLES, deadline=None)
+def test_a_number_is_counted_as_json_end_reads_it(text, cuts):
+    """_Number follows a number a chunk at a time; its end is json_end's on the
+    characters so far, whatever the chunking (ints past the digit limit included)."""
+    from apertus_fast._parse import json_end
+    from apertus_fast._stream import _Number
+
+    for text in (text, "1" * 4295 + text, "-" + "1" * 4295 + text):
+        number = _Number()
+        at = 0
+        for cut in sorted(set(c for c in cuts if c < len(text))) + [len(text)]:
+            number.feed(text[at:cut])
+            at = cut
+            if not number.word:
+                assert number.end() == json_end(text[:cut], 0), text[:cut]
+
+
+@pytest.mark.parametrize("dialect, completion", [
+    ("apertus-1.5", '<|tools_prefix|>[{"f": -1.' + "5" * 3000 + "e+" + "7" * 3000 + '}]<|tools_suffix|>'),
+    ("apertus-1", '<|tools_prefix|>[{"f": 1}]<|tools_suffix|>[1.' + "5" * 3000 + ", 2" + "0" * 3000 + "]ok"),
+])
+def test_a_long_number_is_not_read_again_for_every_chunk(dialect, completion):
+    """A number's end is counted as its characters arrive: fed a character at a time,
+    the stream does not run json_end over the text so far (nor join it) per chunk,
+    which made long numbers quadratic (20,000 digits: 16 s)."""
+    source = _source_stream_module()
+    calls = {"json_end": 0, "join": 0}
+    json_end, held_run = source.json_end, source.StreamParser._held_run
+
+    def counted_json_end(s, pos):
+        calls["json_end"] += 1
+        return json_end(s, pos)
+
+    def counted_held_run(self):
+        calls["join"] += 1
+        return held_run(self)
+
+    source.json_end = counted_json_end
+    source.StreamParser._held_run = counted_held_run
+    p = source.StreamParser(dialect)
+    deltas = [d for ch in completion for d in p.feed(ch)] + p.close()
+    assert calls["json_end"] + calls["join"] < 50, calls
+    whole = StreamParser(dialect)
+    assert spelled(deltas) == spelled(whole.feed(completion) + whole.close())
+    want = parse_completion(completion, dialect=dialect)
+    got = p.result()
+    assert (got.tool_calls, got.tool_outputs, got.content) == \
+        (want.tool_calls, want.tool_outputs, want.content)
 
 
 def test_calls_stream_as_early_as_is_certain():
@@ -503,6 +581,21 @@ def test_bytes_chunks_may_split_characters():
     deltas += p.close()
     assert spelled(deltas)[:2] == ("Grüezi 😀", "日本語")
     assert parse_completion(text, dialect="apertus-1.5").content == "日本語"
+
+
+def test_result_mid_stream_waits_for_a_character_still_arriving():
+    """A snapshot taken while a character's bytes are split between chunks reads the
+    text before it; the stream goes on and reads the character when it is complete."""
+    p = StreamParser("apertus-1.5")
+    p.feed("<|inner_prefix|>caf".encode() + "é".encode()[:1])
+    assert p.result().reasoning == "caf"
+    p.feed("é".encode()[1:] + "😀".encode()[:3])
+    assert p.result().reasoning == "café"
+    p.feed("😀".encode()[3:])
+    assert p.result().reasoning == "café😀"
+    p.feed(b"\xe2\x82")
+    with pytest.raises(ParseError):   # at the end, a cut character is an error
+        p.close()
 
 
 def test_invalid_utf8_is_a_parse_error_that_says_where():

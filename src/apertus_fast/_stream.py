@@ -40,8 +40,8 @@ from typing import NamedTuple
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
 from ._lex import _core_for, _table, scan_str
-from ._parse import (_Builder, _NeedBlocks, json_end, output_group, salvage_calls_at,
-                     split_tool_calls_at, split_tool_outputs)
+from ._parse import (_Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
+                     salvage_calls_at, split_tool_calls_at, split_tool_outputs)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -100,14 +100,90 @@ _NUMBER_START = frozenset("-0123456789")
 _LONGEST_WORD = 9
 
 
+#: A number as the json module reads it, ``-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?``,
+#: as a state machine over its characters (``_Number``): the states, and for each the
+#: state a character class leads to (absent: the number cannot go on).
+_N_START, _N_MINUS, _N_ZERO, _N_INT, _N_DOT, _N_FRAC, _N_E, _N_ESIGN, _N_EXP, _N_DEAD = range(10)
+_N_NEXT = {
+    _N_START: {"-": _N_MINUS, "0": _N_ZERO, "1": _N_INT},
+    _N_MINUS: {"0": _N_ZERO, "1": _N_INT},
+    _N_ZERO: {".": _N_DOT, "e": _N_E},
+    _N_INT: {"0": _N_INT, "1": _N_INT, ".": _N_DOT, "e": _N_E},
+    _N_DOT: {"0": _N_FRAC, "1": _N_FRAC},
+    _N_FRAC: {"0": _N_FRAC, "1": _N_FRAC, "e": _N_E},
+    _N_E: {"-": _N_ESIGN, "+": _N_ESIGN, "0": _N_EXP, "1": _N_EXP},
+    _N_ESIGN: {"0": _N_EXP, "1": _N_EXP},
+    _N_EXP: {"0": _N_EXP, "1": _N_EXP},
+}
+#: the character classes: "1" for 1-9, "e" for e and E
+_N_CLASS = {c: "1" for c in "123456789"}
+_N_CLASS.update({"0": "0", ".": ".", "e": "e", "E": "e", "-": "-", "+": "+"})
+_N_ACCEPT = frozenset((_N_ZERO, _N_INT, _N_FRAC, _N_EXP))
+_N_DIGIT_LOOP = frozenset((_N_INT, _N_FRAC, _N_EXP))
+_DIGITS = re.compile(r"[0-9]*")
+
+
+class _Number:
+    """``json_end`` of a number as its characters arrive, without reading them again:
+    the longest prefix that is a number (the json module's reading), kept up to date by
+    a state machine (runs of digits taken by one regex match)."""
+
+    __slots__ = ("state", "size", "accepted", "is_float", "minus", "word")
+
+    def __init__(self):
+        self.state = _N_START
+        self.size = 0          # characters read
+        self.accepted = 0      # the longest number prefix so far (0: none)
+        self.is_float = False  # whether that prefix has a fraction or an exponent
+        self.minus = False
+        self.word = False      # "-I": not a number but maybe -Infinity
+
+    def feed(self, s: str, i: int = 0) -> None:
+        st = self.state
+        n = len(s)
+        while i < n and st != _N_DEAD:
+            if st in _N_DIGIT_LOOP and "0" <= s[i] <= "9":
+                j = _DIGITS.match(s, i).end()
+                self.size += j - i
+                i = j
+                self.accepted = self.size
+                continue
+            c = s[i]
+            if st == _N_START and c == "-":
+                self.minus = True
+            elif st == _N_MINUS and c == "I":
+                self.word = True
+            st = _N_NEXT[st].get(_N_CLASS.get(c, ""), _N_DEAD)
+            if st == _N_DEAD:
+                break
+            i += 1
+            self.size += 1
+            if st in _N_ACCEPT:
+                self.accepted = self.size
+                self.is_float = st == _N_FRAC or st == _N_EXP
+        self.state = st
+
+    def end(self) -> int:
+        """``json_end`` of the characters read: the number's end, or -1."""
+        if not self.accepted:
+            return -1
+        digits = self.accepted - self.minus
+        if not self.is_float and digits > 640:
+            limit = _max_str_digits()
+            if 0 < limit < digits:
+                return -1
+        return self.accepted
+
+
 class _JsonWatch:
     """Follows the text of one JSON value (from its first character) as it arrives and
     says when the exact test, ``json_end``, is worth running: once a container or
     string closes (brackets and quotes balanced again), or every time for a scalar.
     For text that is a valid JSON value this tracking is exact, so it never misses the
-    end of one; on anything else ``json_end`` has the last word."""
+    end of one; on anything else ``json_end`` has the last word. A number's end is
+    kept by a ``_Number`` (``number``), which answers for ``json_end`` on it."""
 
-    __slots__ = ("first", "depth", "in_str", "esc", "closed")
+    __slots__ = ("first", "depth", "in_str", "esc", "closed", "number")
 
     def __init__(self):
         self.first = ""        # the value's first character, "" until it arrives
@@ -115,6 +191,7 @@ class _JsonWatch:
         self.in_str = False
         self.esc = False
         self.closed = False    # a container or a string has closed
+        self.number = None     # a _Number while the value reads as a number
 
     @property
     def dead(self) -> bool:
@@ -141,9 +218,14 @@ class _JsonWatch:
             elif c == "[" or c == "{":
                 self.depth = 1
             else:
-                return   # a scalar (or not JSON): json_end decides
+                if c in _NUMBER_START:
+                    self.number = _Number()
+                    self._feed_number(s)
+                return   # a scalar (or not JSON)
             i = 1
         elif self.first not in '"[{':
+            if self.number is not None:
+                self._feed_number(s)
             return
         while i < n:
             if self.esc:
@@ -181,6 +263,11 @@ class _JsonWatch:
                     self.closed = True
                     return
 
+    def _feed_number(self, s: str) -> None:
+        self.number.feed(s)
+        if self.number.word:   # json_end reads the word (9 characters at most)
+            self.number = None
+
 
 def _value_end(watch: _JsonWatch, s: str, pos: int) -> int:
     """End of the JSON value at ``s[pos:]`` that ``watch`` follows, once no further
@@ -190,6 +277,9 @@ def _value_end(watch: _JsonWatch, s: str, pos: int) -> int:
         return -1
     if not watch.check():
         return -2
+    if watch.number is not None:
+        end = _number_end(watch, len(s) - pos)
+        return end if end < 0 else pos + end
     end = json_end(s, pos)
     if end < 0:
         if watch.closed or len(s) - pos >= _LONGEST_WORD:
@@ -200,6 +290,15 @@ def _value_end(watch: _JsonWatch, s: str, pos: int) -> int:
     if watch.first in _NUMBER_START and end > len(s) - 3:
         return -2
     return end
+
+
+def _number_end(watch: _JsonWatch, size: int) -> int:
+    """``_value_end`` of a number that ``watch`` follows (``size`` characters of it are
+    there), relative to its start, from the watch's count: the text is not read again."""
+    end = watch.number.end()
+    if end < 0:
+        return -1 if size >= _LONGEST_WORD else -2
+    return -2 if end > size - 3 else end
 
 
 # ---------------------------------------------------------------------------
@@ -357,15 +456,16 @@ class _Calls:
             if w.dead:
                 self.end = -1
             elif w.check():
-                text = self._slice(a, n)
-                e = json_end(text, 0)
+                size = n - a
+                # (a number's end is counted as it arrives: no text is read again)
+                e = w.number.end() if w.number is not None else json_end(self._slice(a, n), 0)
                 if e > 0:
                     self.part = a + e
                     # a number may still grow ("1" -> "12", "1e" -> "1e5"): its end is
                     # final once the grammar's look-ahead (3 characters) is there
-                    if w.first not in _NUMBER_START or e <= len(text) - 3:
+                    if w.first not in _NUMBER_START or e <= size - 3:
                         self.end = a + e
-                elif w.closed or len(text) >= _LONGEST_WORD:
+                elif w.closed or size >= _LONGEST_WORD:
                     self.end = -1
         # the arguments are certain up to: the first "}, {" + '"', the end of their
         # JSON value (a number's end only grows), and a tail that may begin a "}, {"
@@ -888,6 +988,8 @@ class StreamParser:
                 return
             if not w.check():
                 return
+            if w.number is not None and _number_end(w, n - pos) == -2:
+                return   # (not joined: a number's end is counted as it arrives)
             run = self._held_run()
             end = _value_end(w, run, pos)
             if end == -2:
@@ -980,9 +1082,12 @@ class StreamParser:
     def result(self) -> "Completion":
         """The completion read so far: after :meth:`close` the final one, before it the
         reading the text so far would get if it ended here (a copy of the parser is
-        closed; this one goes on)."""
+        closed; this one goes on). With bytes chunks, the text so far is what has been
+        decoded: a character whose bytes are still arriving is not part of it yet."""
         if not self._closed:
             snapshot = self.__copy__()
+            if snapshot._decoder is not None:
+                snapshot._decoder.reset()   # (those bytes are no error: more may come)
             snapshot.close()
             return snapshot.result()
         text = "".join(self._chunks)
