@@ -199,6 +199,28 @@ def test_renders_to_is_render_equality(dialect):
         renders_to(text, [{"role": "robot", "content": "x"}], *args[1:])
 
 
+@pytest.mark.parametrize("bad", [b"\xff", b"\xe2(", b"\xe2\x82(", b"\xc0\x80", b"\xed\xa0\x80", b"\xf0\x9f\x98"])
+def test_every_reader_says_alike_what_invalid_utf8_it_found(bad):
+    """parse, lex, parse_completion and StreamParser report invalid UTF-8 with the same
+    offset and the same words and bytes (the lexer's: Python's reason, then the bad
+    sequence up to the offending byte)."""
+    from apertus_fast import StreamParser, lex, parse_completion
+
+    head = b"<s><|system_start|>ab\nc"
+    data = head + bad + b"<|system_end|>"
+    errors = []
+    for read in (lambda: parse(data, dialect="apertus-1"),
+                 lambda: lex(data, dialect="apertus-1"),
+                 lambda: parse_completion(data, dialect="apertus-1"),
+                 lambda: StreamParser("apertus-1").feed(data)):
+        with pytest.raises(ParseError) as info:
+            read()
+        errors.append(info.value)
+    assert {(e.offset, e.line, e.column, e.found) for e in errors} == {
+        (len(head), 2, 2, errors[1].found)}
+    assert errors[1].found.split(": ")[1].startswith(bad[:1].hex())
+
+
 def test_invalid_utf8_and_wrong_types():
     with pytest.raises(ParseError) as info:
         parse(b"<s><|system_start|>\xff", dialect="apertus-1")

@@ -111,6 +111,12 @@ def _utf8_found(data, index: int, code: int) -> str:
     return f"{why}: {chunk[:end].hex(' ')}"
 
 
+def utf8_found(data: bytes, exc: UnicodeDecodeError) -> str:
+    """``found`` of a ParseError for ``exc`` (``data.decode`` failed): the same words
+    and bytes the lexer reports, so that every reader says alike what it found."""
+    return _utf8_found(data, exc.start, _lexer_py._REASON_CODES.get(exc.reason, 0))
+
+
 def _utf8_error(data, index: int, code: int) -> ParseError:
     return ParseError.at(data, index, "invalid UTF-8", expected="valid UTF-8",
                          found=_utf8_found(data, index, code))

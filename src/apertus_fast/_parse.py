@@ -26,7 +26,7 @@ from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
-from ._lex import scan_str
+from ._lex import scan_str, utf8_found
 from ._render import render, renders_to
 
 __all__ = ["parse", "normalize", "ParsedConversation", "split_tool_outputs", "split_tool_calls"]
@@ -1085,7 +1085,7 @@ def _as_text(data):
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ParseError.at(raw, exc.start, "invalid UTF-8", expected="valid UTF-8",
-                                found=f"byte 0x{raw[exc.start]:02x}") from None
+                                found=utf8_found(raw, exc)) from None
     raise TypeError(f"parse() takes str or UTF-8 bytes, not {type(data).__name__}")
 
 

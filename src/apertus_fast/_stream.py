@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
-from ._lex import _core_for, _table, scan_str
+from ._lex import _core_for, _table, scan_str, utf8_found
 from ._parse import (_Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
                      salvage_calls_at, split_tool_calls_at, split_tool_outputs)
 
@@ -774,7 +774,7 @@ class StreamParser:
         excerpt = (seen[-30:] + data[exc.start:exc.start + 30]).decode("utf-8", "replace")
         return ParseError("invalid UTF-8", offset=offset, line=seen.count(b"\n") + 1,
                           column=offset - last, expected="valid UTF-8",
-                          found=f"{exc.reason}: {data[exc.start:exc.end].hex(' ')}",
+                          found=utf8_found(data, exc),
                           excerpt=excerpt)
 
     # -- events -------------------------------------------------------------
