@@ -199,6 +199,37 @@ def test_renders_to_is_render_equality(dialect):
         renders_to(text, [{"role": "robot", "content": "x"}], *args[1:])
 
 
+@pytest.mark.parametrize("old, new, where, expected", [
+    ('[{"f"', '{"f"', '{"f"', '"[" opening the call list'),
+    ('}}]<', '}}<', "<|tools_suffix|>", '"]" closing the call list'),
+    ('[{"f"', '[ {"f"', ' {"f"', '{"name": arguments}, a call'),
+    ('{"f": {"a": 1}}', '{"f" {"a" 1}}', 'f" {"a" 1}', '": after the call\'s name'),
+    ('{"a": 1}}]', '{"a": 1]', '{"a": 1]', '"}" after the call\'s arguments'),
+    ('{"a": 1}}]', '{"a": 1}}x]', 'x]', '", " and the next call'),
+    ('[{"f": {"a": 1}}]', "", "<|tools_suffix|>", '"[" opening the call list'),
+])
+def test_malformed_tool_calls_are_reported_where_the_list_breaks(old, new, where, expected):
+    """Not at the list's "[", but where the text stops being [{"NAME": ARGS}, ...]
+    (arguments that are not JSON reach to the next '}, {"' or the final '}]', as the
+    renderer writes them raw)."""
+    good = render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]}],
+        dialect="apertus-1", date=DATE)
+    bad = good.replace(old, new, 1)
+    assert bad != good
+    with pytest.raises(ParseError) as info:
+        parse(bad, dialect="apertus-1")
+    err = info.value
+    assert err.reason == "malformed tool calls"
+    assert bad.startswith(where, err.offset), (bad[err.offset:], where)
+    assert err.expected.startswith(expected)
+    if err.found.startswith("text "):
+        found = err.found[len("text '"):-1]
+        assert found.startswith(where) or where.startswith(found), (found, where)
+    else:
+        assert err.found == where
+
+
 @pytest.mark.parametrize("bad", [b"\xff", b"\xe2(", b"\xe2\x82(", b"\xc0\x80", b"\xed\xa0\x80", b"\xf0\x9f\x98"])
 def test_every_reader_says_alike_what_invalid_utf8_it_found(bad):
     """parse, lex, parse_completion and StreamParser report invalid UTF-8 with the same

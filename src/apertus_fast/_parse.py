@@ -444,7 +444,7 @@ def split_tool_calls(body: str):
     JSON-aware: a JSON value followed by ``}`` and then ``, {"`` or the final ``]``,
     else the text up to the next ``}, {"`` (or the final ``}]``).
     """
-    calls = split_tool_calls_at(body)
+    calls = _read_calls(body)[0]
     if calls is None:
         return None
     return [(name, args) for name, args, _at in calls]
@@ -453,19 +453,40 @@ def split_tool_calls(body: str):
 def split_tool_calls_at(body: str):
     """:func:`split_tool_calls` with where each call's arguments start in ``body``:
     ``(name, arguments, start)`` triples, or ``None``."""
-    if not (body.startswith("[") and body.endswith("]")):
-        return None
+    return _read_calls(body)[0]
+
+
+#: What a call list that is not of the form lacks where it stops being of it
+#: (``_read_calls``'s second answer), for the strict error.
+_CALLS_EXPECTED = (
+    '"[" opening the call list',
+    '"]" closing the call list',
+    '{"name": arguments}, a call',
+    '": after the call\'s name',
+    '"}" after the call\'s arguments, then ", " or "]"',
+    '", " and the next call, or "]" closing the call list',
+)
+
+
+def _read_calls(body):
+    """``(calls, -1, 0)``: the calls of a call-list body; ``(None, at, what)`` where it is
+    not of the form: the offset in ``body`` where the form breaks, and what
+    (``_CALLS_EXPECTED[what]``) was expected there."""
+    if not body.startswith("["):
+        return None, 0, 0
+    if not body.endswith("]"):
+        return None, len(body), 1
     if body == "[]":
-        return []
+        return [], -1, 0
     calls = []
     pos = 1
     last = len(body) - 1  # index of the final "]"
     while True:
         if not body.startswith('{"', pos):
-            return None
+            return None, pos, 2
         colon = body.find('": ', pos + 2)
         if colon < 0:
-            return None
+            return None, pos + 2, 3
         name = body[pos + 2:colon]
         args_start = colon + 3
         end = _json_end(body, args_start)
@@ -478,14 +499,16 @@ def split_tool_calls_at(body: str):
                 args_end = nxt
             elif body.endswith("}]") and last - 1 >= args_start:
                 args_end = last - 1
+            elif end > 0 and body.startswith("}", end):
+                return None, end + 1, 5
             else:
-                return None
+                return None, (end if end > 0 else args_start), 4
         calls.append((name, body[args_start:args_end], args_start))
         pos = args_end + 1
         if pos == last:
-            return calls
+            return calls, -1, 0
         if not body.startswith(", ", pos):
-            return None
+            return None, pos, 5
         pos += 2
 
 
@@ -845,18 +868,18 @@ class _Builder:
             nxt = k
             suffix_ok = False
             self.recover(k, "tool calls not closed", "<|tools_suffix|>")
-        calls = split_tool_calls(raw)
-        if calls is None:
+        calls, at, what = _read_calls(raw)
+        if calls is not None:
+            calls = [(name, args) for name, args, _at in calls]
+        else:
             if self.strict or not raw:
                 if self.strict:
-                    raise self.error(body_start if body_start < b else j,
-                                     "malformed tool calls",
-                                     '[{"name": arguments}, ...] then <|tools_suffix|>')
+                    # where the list stops being of the form [{"NAME": ARGS}, ...]
+                    base = self.start(body_start) if body_start < self.n else len(self.text)
+                    raise self.error(k, "malformed tool calls", _CALLS_EXPECTED[what], base + at)
             calls = _salvage_calls(raw)
             self.recover(body_start if body_start < b else j,
                          f"recovered {len(calls)} tool call(s) from malformed text {raw[:60]!r}")
-        elif not suffix_ok:
-            pass
         return calls, nxt
 
     def output_group(self, j, b):
