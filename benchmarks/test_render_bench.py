@@ -344,14 +344,9 @@ def _mask_cases():
 def _interpreted_mask():
     """``_mask.token_mask`` run from its source by the interpreter, as a pure-Python
     install runs it."""
-    import importlib.util
-    from pathlib import Path
+    from tests.fresh import source_module
 
-    import apertus_fast
-    spec = importlib.util.spec_from_file_location("_mask_source", Path(apertus_fast.__file__).with_name("_mask.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.token_mask
+    return source_module("_mask").token_mask
 
 
 def _bench_mask(benchmark, engine, token_mask):

@@ -20,3 +20,20 @@ def run_python(code: str, *, cwd=None, input: bytes | None = None,
     stderr = run.stderr if input is None else run.stderr.decode(errors="replace")
     assert run.returncode == 0, f"the fresh interpreter failed:\n{stderr[-3000:]}"
     return run
+
+
+def source_module(name: str):
+    """``apertus_fast.<name>`` run from its ``.py`` source, as a pure-Python install
+    runs it, even where the package imports the compiled module: its module globals
+    can be replaced (counted, mutated) and its loops are interpreted."""
+    import importlib.util
+    from pathlib import Path
+
+    import apertus_fast
+
+    path = Path(apertus_fast.__file__).with_name(f"{name}.py")
+    # (inside the package, so that its relative imports resolve)
+    spec = importlib.util.spec_from_file_location(f"apertus_fast.{name}_source", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

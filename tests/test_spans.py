@@ -27,6 +27,7 @@ from apertus_fast import Kind, RenderError, Rendered, get_dialect, lex, render, 
 from apertus_fast._dialects import TOKEN_TEXT
 
 from .strategies import DIALECTS, render_flags, render_inputs, conversations, wild_render_inputs
+from .fresh import source_module
 from .test_laws import calls_inside_tool_group
 
 EXAMPLES = int(os.environ.get("APERTUS_LAW_EXAMPLES", "300"))
@@ -374,20 +375,8 @@ def test_token_mask_of_characters_is_the_span_membership(dialect):
 # its source (loaded from the .py file, as a pure-Python install runs it) must agree
 # with the definition on every input.
 
-def _source_mask_module():
-    import importlib.util
-    from pathlib import Path
-
-    import apertus_fast
-    path = Path(apertus_fast.__file__).with_name("_mask.py")
-    spec = importlib.util.spec_from_file_location("_mask_source", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 _MASKS = {"package": __import__("apertus_fast._mask", fromlist=["token_mask"]).token_mask,
-          "source": _source_mask_module().token_mask}
+          "source": source_module("_mask").token_mask}
 
 
 @st.composite

@@ -32,6 +32,7 @@ from apertus_fast import Delta, ParseError, RenderError, StreamParser, parse, pa
 from apertus_fast._dialects import TOKEN_TEXT, Kind, get_dialect
 from apertus_fast._lex import scan_str
 
+from .fresh import source_module
 from .strategies import DIALECTS, NAMES, SNIPPETS, json_values, render_inputs, texts
 
 EXAMPLES = max(50, int(os.environ.get("APERTUS_LAW_EXAMPLES", "300")) // 2)
@@ -370,19 +371,6 @@ def test_arguments_wait_where_the_call_could_still_end(chunks, held):
     assert calls == [[c["name"], c["arguments"]] for c in p.result().tool_calls]
 
 
-def _source_stream_module():
-    """_stream.py run from its source (as a pure-Python install runs it), so that its
-    module globals can be counted."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(apertus_fast.__file__).with_name("_stream.py")
-    spec = importlib.util.spec_from_file_location("apertus_fast._stream_source", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 _NUMBER_TEXTS = st.text(st.sampled_from("0123456789.eE+-I}x "), min_size=1, max_size=14)
 
 
@@ -412,7 +400,7 @@ def test_a_long_number_is_not_read_again_for_every_chunk(dialect, completion):
     """A number's end is counted as its characters arrive: fed a character at a time,
     the stream does not run json_end over the text so far (nor join it) per chunk,
     which made long numbers quadratic (20,000 digits: 16 s)."""
-    source = _source_stream_module()
+    source = source_module("_stream")
     calls = {"json_end": 0, "join": 0}
     json_end, held_run = source.json_end, source.StreamParser._held_run
 
