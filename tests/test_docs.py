@@ -96,15 +96,61 @@ def test_install_as_apertus_format_serves_from_imports(tmp_path):
                "name, text = user_code.go()\n"
                "print(name); print(text.endswith('<|user_start|>Hi<|user_end|>'))\n")
     run = run_python(program, cwd=tmp_path)
-    assert run.stdout.split() == ["apertus_fast", "True"]
+    assert run.stdout.split() == ["apertus_format", "True"]
+
+
+def test_star_import_from_apertus_format_binds_the_reference_names_only(tmp_path):
+    """`from apertus_format import *` binds the reference's __all__: apertus-fast's own
+    names (parse, render, lex, ...) do not replace the importing module's."""
+    (tmp_path / "user_code.py").write_text(
+        "def parse(text):\n"
+        "    return 'my parse'\n"
+        "from apertus_format import *\n"
+        "NAMES = sorted(k for k in globals() if not k.startswith('_') and k != 'parse')\n",
+        encoding="utf-8")
+    program = ("import apertus_fast\n"
+               "apertus_fast.install_as_apertus_format()\n"
+               "import apertus_format, user_code\n"
+               "print(user_code.parse('x'))\n"
+               "print(' '.join(user_code.NAMES))\n"
+               "print(user_code.Message is apertus_fast.Message, apertus_format.render is apertus_fast.render)\n")
+    run = run_python(program, cwd=tmp_path)
+    assert run.stdout.splitlines() == [
+        "my parse",
+        "ApertusFormatter AssistantBlock AssistantContent BlockType ContentFormat Conversation "
+        "Message Role SectionType SystemContent TextPart ToolCall ToolOutput UserContent",
+        "True True"]
+
+
+def test_patching_the_formatter_modules_datetime_fixes_the_date():
+    """How tests of code written for the reference fix today's date: the formatter reads
+    it through `datetime.now()` looked up in apertus_format.formatter."""
+    program = ("import apertus_fast, datetime\n"
+               "apertus_fast.install_as_apertus_format()\n"
+               "from unittest import mock\n"
+               "from apertus_format import ApertusFormatter, Conversation, Message, AssistantContent\n"
+               "conv = Conversation([Message.user('Hi')])\n"
+               "with mock.patch('apertus_format.formatter.datetime') as dt:\n"
+               "    dt.now.return_value = datetime.datetime(2024, 5, 6, 7, 8)\n"
+               "    print('Current date: 2024-05-06<' in ApertusFormatter().format_conversation(conv))\n"
+               "    print(dt.now.call_count)\n"
+               "    ApertusFormatter().format_conversation(Conversation([Message.system('S')]))\n"
+               "    print(dt.now.call_count)  # a system message: the template asks for no date\n"
+               "    print('2024-05-06' in ApertusFormatter(date='2030-01-01').format_conversation(conv))\n")
+    assert run_python(program).stdout.split() == ["True", "1", "1", "False"]
 
 
 def test_install_as_apertus_format_serves_the_reference_modules(tmp_path):
     """The reference package's modules: apertus_format.enums, .models, .formatter."""
     (tmp_path / "user_code.py").write_text(
         "from apertus_format.models import Conversation, Message, AssistantBlock\n"
+        "from apertus_format.models import Role as ModelsRole, BlockType as ModelsBlockType\n"
         "from apertus_format.enums import Role, BlockType\n"
-        "from apertus_format.formatter import ApertusFormatter\n"
+        "from apertus_format.formatter import ApertusFormatter, TemplateError, json, re, os, datetime\n"
+        "from apertus_format.formatter import Message as FormatterMessage, ContentFormat\n"
+        "assert ModelsRole is Role and ModelsBlockType is BlockType and FormatterMessage is Message\n"
+        "import jinja2\n"
+        "assert TemplateError is jinja2.TemplateError\n"
         "import apertus_format.models\n"
         "import apertus_format.enums as enums\n"
         "def go():\n"

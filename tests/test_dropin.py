@@ -232,7 +232,8 @@ def test_reference_module_layout():
     layout = {
         "enums": ["Role", "BlockType", "ContentFormat", "SectionType"],
         "models": ["TextPart", "SystemContent", "UserContent", "ToolCall", "ToolOutput",
-                   "AssistantBlock", "AssistantContent", "Message", "Conversation"],
+                   "AssistantBlock", "AssistantContent", "Message", "Conversation",
+                   "Role", "BlockType"],  # (the reference's models module imports the two enums)
         "formatter": ["ApertusFormatter"],
     }
     for module_name, names in layout.items():
@@ -549,6 +550,34 @@ def test_formatter_date_passthrough():
     assert "Current date: 2031-02-03<|system_end|>" in text
     text = ApertusFormatter(date=dt.date(2030, 1, 2)).format_conversation(conv)
     assert "Current date: 2030-01-02<|system_end|>" in text
+
+
+def test_a_subclass_prepares_the_messages_it_renders():
+    """format_conversation and format_assistant_content render what
+    self._prepare_messages_for_template returns, as the reference's do: a subclass that
+    overrides it (to redact, to add fields) is heard."""
+
+    class Redacting(ApertusFormatter):
+        def _prepare_messages_for_template(self, messages):
+            out = super()._prepare_messages_for_template(messages)
+            for d in out:
+                if d["role"] in ("user", "assistant") and isinstance(d["content"], str):
+                    d["content"] = "[redacted]"
+            return out
+
+    conv = Conversation([Message.system("s"), Message.user("secret"), Message.assistant("also secret")])
+    text = Redacting().format_conversation(conv)
+    assert "secret" not in text
+    assert "<|user_start|>[redacted]<|user_end|><|assistant_start|>[redacted]" in text
+    blocks = AssistantContent([AssistantBlock(BlockType.RESPONSE, text="r")])
+
+    class Thinking(ApertusFormatter):
+        def _prepare_messages_for_template(self, messages):
+            out = super()._prepare_messages_for_template(messages)
+            out[-1]["content"]["blocks"].insert(0, {"type": "thoughts", "text": "t"})
+            return out
+
+    assert Thinking().format_assistant_content(blocks) == "<|inner_prefix|>t<|inner_suffix|>r"
 
 
 # ---------------------------------------------------- format consistency (ValueError)

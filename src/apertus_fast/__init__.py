@@ -107,15 +107,21 @@ def install_as_apertus_format():
     ``import apertus_fast as apertus_format`` serves code in the same file. Code
     elsewhere that runs ``import apertus_format`` or ``from apertus_format import
     Message`` looks the name up in ``sys.modules``, so call this once at start-up,
-    before that code is imported. The reference's modules come along:
-    ``from apertus_format.models import Message`` (and ``.enums``, ``.formatter``)
-    gives the same objects. It replaces the reference package if that is installed
-    (or already imported: modules that imported it before keep their references).
-    Returns the ``apertus_fast`` module."""
+    before that code is imported. ``apertus_format`` is then a module that reads every
+    name from apertus-fast (the same objects) but has the reference's ``__all__``, so
+    ``from apertus_format import *`` binds the reference's names only. The reference's
+    modules come along: ``from apertus_format.models import Message`` (and ``.enums``,
+    ``.formatter``) gives the same objects. It replaces the reference package if that is
+    installed (or already imported: modules that imported it before keep their
+    references). Returns the ``apertus_fast`` module."""
     import sys
 
+    from ._reference import ReferencePackage
+
     module = sys.modules[__name__]
-    sys.modules["apertus_format"] = module
+    # (a module of its own that reads everything from this one, with the reference's
+    # __all__, so that `from apertus_format import *` binds the reference's names only)
+    sys.modules["apertus_format"] = ReferencePackage(module)
     for name in _REFERENCE_MODULES:
         sys.modules[f"apertus_format.{name}"] = importlib.import_module(f"{__name__}.{name}")
     return module

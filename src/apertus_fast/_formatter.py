@@ -152,6 +152,24 @@ class ApertusFormatter:
         :func:`conversation_to_template_messages`)."""
         return conversation_to_template_messages(messages)
 
+    def _date(self, messages) -> Any:
+        """The date of the default system prompt: ``self.date``; else, where the
+        template would call ``strftime_now('%Y-%m-%d')`` (no system message first),
+        the reference's call, ``datetime.now().strftime('%Y-%m-%d')``, with ``datetime``
+        looked up in ``apertus_format.formatter`` (``apertus_fast.formatter``) as the
+        reference looks it up: code that patches it there to fix the date (its
+        ``mock.patch("apertus_format.formatter.datetime")``) keeps working."""
+        if self.date is not None:
+            return self.date
+        first = messages[0] if messages else None
+        if isinstance(first, dict) and first.get("role") == "system":
+            return None
+        if not get_dialect(self.dialect).dated_system:
+            return None
+        from . import formatter
+
+        return formatter.datetime.now().strftime("%Y-%m-%d")
+
     # ------------------------------------------------------------------ rendering
 
     def format_conversation(
@@ -166,14 +184,15 @@ class ApertusFormatter:
         ``jinja2.TemplateError``, which the reference package raised there.
         """
         self._validate_format_consistency(conversation.messages)
+        messages = self._prepare_messages_for_template(conversation.messages)
         try:
             return render(
-                conversation_to_template_messages(conversation.messages),
+                messages,
                 dialect=self.dialect,
                 tools=self.tools,
                 enable_thinking=self.enable_thinking,
                 add_generation_prompt=add_generation_prompt,
-                date=self.date,
+                date=self._date(messages),
                 bos_token=self.BOS_TOKEN,
             )
         except RenderError as exc:
@@ -189,14 +208,15 @@ class ApertusFormatter:
         ``jinja2.TemplateError`` (the reference's error) where jinja2 is importable.
         """
         message = Message(role=Role.ASSISTANT, content=assistant_content)
+        messages = self._prepare_messages_for_template([message])
         try:
             full = render(
-                conversation_to_template_messages([message]),
+                messages,
                 dialect=self.dialect,
                 tools=self.tools,
                 enable_thinking=self.enable_thinking,
                 add_generation_prompt=False,
-                date=self.date,
+                date=self._date(messages),
                 bos_token="",
             )
         except RenderError as exc:

@@ -4,8 +4,10 @@
 :func:`apertus_fast.install_as_apertus_format` (the objects are ``apertus_fast.Message``, ...).
 """
 
-from ._models import (
+from ._models import (  # (Role and BlockType: the reference's models module imports them)
     AssistantBlock,
+    BlockType,
+    Role,
     AssistantContent,
     Conversation,
     Message,
@@ -17,4 +19,4 @@ from ._models import (
 )
 
 __all__ = ["TextPart", "SystemContent", "UserContent", "ToolCall", "ToolOutput",
-           "AssistantBlock", "AssistantContent", "Message", "Conversation"]
+           "AssistantBlock", "AssistantContent", "Message", "Conversation", "Role", "BlockType"]
