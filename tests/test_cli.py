@@ -479,9 +479,10 @@ def test_atomic_output_survives_a_crash(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["rendered.jsonl"]
 
 
-@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129), ("SIGQUIT", 131)])
 def test_signal_mid_stream_leaves_previous_output(tmp_path, sig, status):
-    """A real Ctrl-C / job-scheduler SIGTERM on the real entry point: exit 130 / 143,
+    """A real Ctrl-C / job-scheduler SIGTERM / hang-up / Ctrl-\\ on the real entry point:
+    exit 128 + the signal (130 / 143 / 129 / 131),
     previous OUTPUT untouched, temp file removed."""
     import signal
     import time
@@ -506,6 +507,34 @@ def test_signal_mid_stream_leaves_previous_output(tmp_path, sig, status):
     assert b"Traceback" not in err
     assert out.read_text() == "previous content\n"
     assert os.listdir(outdir) == ["rendered.jsonl"]
+
+
+@pytest.mark.parametrize("command, status, message", [
+    ("render - <&-", 2, "cannot read <stdin>: standard input is closed"),
+    ("render - -j 2 <&-", 2, "cannot read <stdin>: standard input is closed"),
+    ("render {sample} >&-", 2, "cannot write: standard output is closed"),
+    ("validate {sample} >&-", 2, "cannot write: standard output is closed"),
+    ("dialects >&-", 2, "cannot write: standard output is closed"),
+    ("render {sample} -o {out} 2>&-", 0, ""),
+])
+def test_a_closed_standard_stream_is_an_unreadable_input_or_unwritable_output(tmp_path, command, status,
+                                                                               message):
+    """Started with stdin, stdout or stderr closed (`<&-`, `>&-`, `2>&-`), the command
+    says so and exits 2 like any unreadable input or unwritable output (it raised an
+    AttributeError on None before); with stderr closed it works and says nothing."""
+    import shlex
+
+    out = tmp_path / "out.jsonl"
+    line = (f"{shlex.quote(sys.executable)} -m apertus_fast "
+            + command.format(sample=shlex.quote(str(CONVERSATIONS)), out=shlex.quote(str(out))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    run = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == status, run.stderr
+    assert "Traceback" not in run.stderr
+    assert message in run.stderr
+    if "-o" in command:
+        assert len(read_json_lines(out)) == len(sample_values())
 
 
 def test_atomic_output_without_previous_file(tmp_path, monkeypatch):
@@ -567,7 +596,7 @@ def _interrupt_when_created(monkeypatch, directory, exc):
     return hits
 
 
-@pytest.mark.parametrize("exc", [KeyboardInterrupt(), cli._Terminated()])
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), cli._Terminated(15)])
 def test_atomic_output_interrupted_as_the_temp_file_appears(tmp_path, monkeypatch, exc):
     target = tmp_path / "t.bin"
     target.write_bytes(b"keep")

@@ -389,7 +389,8 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
-@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGKILL", -9)])
+@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
+                                         ("SIGQUIT", 131), ("SIGKILL", -9)])
 def test_signals_stop_the_workers_too(tmp_path, sig, status):
     """The real entry point with -j 2, signalled mid-run: the exit status of one process,
     no temp file left, and no worker left behind, even when the parent is killed."""

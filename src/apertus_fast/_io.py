@@ -107,6 +107,8 @@ class InputFile:
         self._owned = False
         if path is None or path == "-":
             stream = stdin if stdin is not None else sys.stdin
+            if stream is None:  # the process was started with its stdin closed
+                raise InputError("cannot read <stdin>: standard input is closed")
             raw = getattr(stream, "buffer", stream)
             self.name = "<stdin>"
         else:

@@ -615,15 +615,17 @@ _WORKER: tuple | None = None  # (handler, keep, compress, parts, encoder) in a w
 
 
 def _worker_start(handler, keep, compress, parts=None, encoder=None) -> None:
-    """A worker's initializer: Ctrl-C is the parent's to handle (it stops the workers),
-    and SIGTERM (how it stops them) ends a worker quietly, without the handler a forked
-    worker inherits from the command. ``parts``: (directory, least size) for outputs
+    """A worker's initializer: Ctrl-C, SIGHUP and SIGQUIT are the parent's to handle (it
+    stops the workers), and SIGTERM (how it stops them) ends a worker quietly, without
+    the handler a forked worker inherits from the command. ``parts``: (directory, least size) for outputs
     handed over as part files, or None; ``encoder``: a _parquet.RowEncoder for Parquet
     rows, or None."""
     global _WORKER
     with contextlib.suppress(ValueError, OSError, AttributeError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for name in ("SIGHUP", "SIGQUIT"):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     _end_with_the_parent()
     _WORKER = (handler, keep, compress, parts, encoder)
 
@@ -1747,25 +1749,50 @@ def _silence_stdout() -> None:
 
 
 class _Terminated(BaseException):
-    """SIGTERM arrived (a job scheduler stopping us): unwind like Ctrl-C, so the
-    temp output file is removed."""
+    """SIGTERM (a job scheduler stopping us), SIGHUP (the terminal or the ssh session
+    went away) or SIGQUIT (Ctrl-\\) arrived: unwind like Ctrl-C, so the temp output
+    file and the workers' parts are removed; exit 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals that stop a command as Ctrl-C does, and what the command then says.
+_STOP_SIGNALS = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGQUIT": "quit"}
 
 
 def _raise_terminated(signum, frame):
-    raise _Terminated()
+    raise _Terminated(signum)
 
 
-def _catch_sigterm():
-    """Turn SIGTERM into :class:`_Terminated` while a command runs (only from the main
-    thread, and only if nobody else handles SIGTERM). Returns the handler to restore."""
+def _catch_stop_signals() -> dict:
+    """Turn the stop signals into :class:`_Terminated` while a command runs (only from
+    the main thread, and only those nobody else handles). Returns the handlers to
+    restore, by signal."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return None
-        return signal.signal(signal.SIGTERM, _raise_terminated)
-    except (ValueError, OSError, AttributeError):
-        return None
+        return {}
+    previous = {}
+    for name in _STOP_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None:  # (not on Windows)
+            continue
+        try:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, _raise_terminated)
+        except (ValueError, OSError):
+            pass
+    return previous
+
+
+class _ClosedStdout:
+    """``sys.stdout`` for a process started with its stdout closed: writing to it is
+    the error every other unwritable output is (exit status 2)."""
+
+    def _closed(self, *args):
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    write = flush = fileno = _closed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1779,15 +1806,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    previous = _catch_sigterm()
+    previous = _catch_stop_signals()
+    # started with a standard stream closed (`<&-`, `>&-`, `2>&-`): stdin is reported
+    # where it is read, stdout where it is written, and messages go nowhere
+    closed_out, closed_err = sys.stdout is None, sys.stderr is None
+    if closed_out:
+        sys.stdout = _ClosedStdout()
+    if closed_err:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
         return args.func(args)
     except KeyboardInterrupt:
         sys.stderr.write(f"\n{PROG}: interrupted\n")
         return 130
-    except _Terminated:
-        sys.stderr.write(f"\n{PROG}: terminated\n")
-        return 143
+    except _Terminated as exc:
+        name = signal.Signals(exc.signum).name
+        sys.stderr.write(f"\n{PROG}: {_STOP_SIGNALS.get(name, name)}\n")
+        return 128 + exc.signum
     except BrokenPipeError:
         _silence_stdout()
         return 141
@@ -1803,8 +1838,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {where}: {exc.strerror or exc}\n")
         return 2
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if closed_out:
+            sys.stdout = None
+        if closed_err:
+            sys.stderr.close()
+            sys.stderr = None
 
 
 if __name__ == "__main__":  # pragma: no cover
