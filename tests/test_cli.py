@@ -199,6 +199,26 @@ def bad_corpus(tmp_path):
     return write_lines(tmp_path / "bad.jsonl", lines)
 
 
+@pytest.mark.parametrize("line, reason", [
+    # a cut-off line: json would stop at its newline (line 2, column 1)
+    (b'{"messages": [\n', "invalid JSON at column 15: the line ends before its JSON value does (Expecting value)"),
+    (b'{"messages": [', "invalid JSON at column 15: the line ends before its JSON value does (Expecting value)"),
+    (b'{"messages": [\r\n', "invalid JSON at column 15: the line ends before its JSON value does (Expecting value)"),
+    (b'{"text": "abc\n', "invalid JSON at column 14: the line ends inside a string (Invalid control character)"),
+    (b'{"text": "a\tb"}\n', "invalid JSON at column 12: Invalid control character '\\t' in a string"),
+    (b'{"messages": [}\n', "invalid JSON at column 15: Expecting value"),
+    (b'{"a": 1} x\n', "invalid JSON at column 10: Extra data"),
+])
+def test_a_json_error_says_the_column_on_the_line(tmp_path, capsys, line, reason):
+    """The column is where the line goes wrong, also when it is cut off (json would
+    have said line 2, column 1: its own newline), in one process and with -j 2."""
+    src = tmp_path / "cut.jsonl"
+    src.write_bytes(good_line("first").encode() + b"\n" + line)
+    for jobs in ("1", "2"):
+        assert cli.main(["render", str(src), "-o", str(tmp_path / "o.jsonl"), "-j", jobs, "--date", DATE]) == 1
+        assert f"{src}:2: {reason}\n" in capsys.readouterr().err
+
+
 def test_render_bad_lines_are_reported_and_skipped(tmp_path, capsys):
     src = bad_corpus(tmp_path)
     out = tmp_path / "out.jsonl"

@@ -413,7 +413,16 @@ def write_jsonl(path: str | os.PathLike | None, values: Iterable[Any]) -> int:
 def json_error_reason(exc: BaseException) -> str:
     """A one-line reason for a failed ``json.loads`` of one line."""
     if isinstance(exc, json.JSONDecodeError):
-        return f"invalid JSON at column {exc.colno}: {exc.msg}"
+        msg = exc.msg[:-3] if exc.msg.endswith(" at") else exc.msg  # ("Invalid control character at")
+        text = exc.doc.rstrip("\r\n") if isinstance(exc.doc, str) else None
+        if text is not None and exc.pos >= len(text):
+            # cut off: json stops at the line's own newline (line 2, column 1 to it)
+            inside = msg.startswith(("Invalid control character", "Unterminated string"))
+            return (f"invalid JSON at column {len(text) + 1}: the line ends "
+                    f"{'inside a string' if inside else 'before its JSON value does'} ({msg})")
+        if msg == "Invalid control character":
+            msg = f"Invalid control character {exc.doc[exc.pos]!r} in a string"
+        return f"invalid JSON at column {exc.colno}: {msg}"
     if isinstance(exc, UnicodeDecodeError):
         return f"invalid UTF-8 at byte {exc.start + 1}: {exc.reason}"
     if isinstance(exc, RecursionError):
