@@ -934,6 +934,37 @@ def test_usage_errors_exit_2(argv, capsys):
     assert capsys.readouterr().err
 
 
+@pytest.mark.parametrize("head", [b"\xef\xbb\xbf", b"\xef\xbb\xbf\n", b"\xef\xbb\xbf \r\n\n"])
+@pytest.mark.parametrize("command", ["render", "validate"])
+def test_a_byte_order_mark_alone_on_the_first_line_is_a_blank_line(tmp_path, capsys, head, command):
+    """Editors write a BOM, also into a file that is otherwise empty or starts with an
+    empty line: that line is blank (skipped and counted), not invalid JSON."""
+    for body in (b"", CONVERSATIONS.read_bytes()):
+        src = tmp_path / "bom.jsonl"
+        src.write_bytes(head + body if body else head)
+        for jobs in ("1", "2"):
+            argv = [command, str(src), "-j", jobs]
+            if command == "render":
+                argv += ["-o", str(tmp_path / "out.jsonl"), "--date", DATE]
+            assert cli.main(argv) == 0, capsys.readouterr().err
+            err = capsys.readouterr().err
+            # (a BOM right before a JSON line is no line of its own)
+            blanks = head.count(b"\n") or (0 if body else 1)
+            assert "failed 0" in err and f"skipped blank {blanks}" in err, err
+            if command == "render":
+                assert len(read_json_lines(tmp_path / "out.jsonl")) == (len(sample_values()) if body else 0)
+
+
+def test_an_empty_output_name_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    """`-o ''` was written as a temp file in the parent folder and reported by that
+    file's name."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["render", str(CONVERSATIONS), "-o", ""]) == 2
+    assert "argument -o/--output: expected a file name, or - for stdout; got an empty string" \
+        in capsys.readouterr().err
+    assert os.listdir(tmp_path) == [] and not [n for n in os.listdir(tmp_path.parent) if n.endswith(".tmp")]
+
+
 @pytest.mark.parametrize("command", [[], ["render"], ["parse"], ["validate"], ["completions"]])
 def test_help(command, capsys):
     assert cli.main(command + ["--help"]) == 0

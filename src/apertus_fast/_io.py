@@ -383,6 +383,18 @@ def json_line(obj: Any) -> bytes:
         return (_ENCODE_ASCII(obj) + "\n").encode("ascii")
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def blank_line(line: bytes, lineno: int) -> bool:
+    """Whether line ``lineno`` (1-based) of a JSONL file is blank: whitespace only. A
+    UTF-8 byte order mark at the start of the file is no content (editors write one,
+    also into a file that is otherwise empty)."""
+    if line.isspace():
+        return True
+    return lineno == 1 and line.startswith(_BOM) and (len(line) == 3 or line[3:].isspace())
+
+
 def read_jsonl(path: str | os.PathLike | None = "-") -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, value)`` for each non-blank line of a JSONL file (gzip
     or not; ``"-"`` for stdin). Raises :class:`JsonlError` at the first invalid line
@@ -390,7 +402,7 @@ def read_jsonl(path: str | os.PathLike | None = "-") -> Iterator[tuple[int, Any]
     loads = json_loads
     with InputFile(path) as f:
         for lineno, line in enumerate(f, 1):
-            if line.isspace():
+            if blank_line(line, lineno):
                 continue
             try:
                 yield lineno, loads(line)

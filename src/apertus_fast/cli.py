@@ -183,6 +183,12 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _output_path(value: str) -> str:
+    if not value:  # (an empty name would be written as a temp file in the parent folder)
+        raise argparse.ArgumentTypeError("expected a file name, or - for stdout; got an empty string")
+    return value
+
+
 def _gzip_level(value: str) -> int:
     try:
         n = int(value)
@@ -682,7 +688,7 @@ def _worker_block(lineno: int, block: bytes):
     # (lines with their newline, as the file gives them: a JSON error's column and a
     # UTF-8 error's byte are then counted as in one process)
     for lineno, line in enumerate(io.BytesIO(block), lineno):
-        if line.isspace():
+        if _io.blank_line(line, lineno):
             blank += 1
             continue
         lines += 1
@@ -988,9 +994,9 @@ def _detect_format(inp: _io.InputFile, forced: str):
     head: list[bytes] = []
     it = iter(inp)
     first = None
-    for line in it:
+    for lineno, line in enumerate(it, 1):
         head.append(line)
-        if not line.isspace():
+        if not _io.blank_line(line, lineno):
             first = line
             break
     value = _NOT_JSON
@@ -1043,7 +1049,7 @@ def _iter_jsonl(head, rest, first_value, lineno_start=1):
     lineno = lineno_start - 1
     for line in head:
         lineno += 1
-        yield lineno, line, (first_value if not line.isspace() else None)
+        yield lineno, line, (first_value if not _io.blank_line(line, lineno) else None)
     for line in rest:
         lineno += 1
         yield lineno, line, _NOT_JSON
@@ -1073,7 +1079,7 @@ def _nonblank_lines(numbered, progress, counts):
         counts.nbytes += len(line)
         if progress is not None:
             progress.update(lineno)
-        if line.isspace():
+        if _io.blank_line(line, lineno):
             counts.blank += 1
             continue
         counts.lines += 1
@@ -1638,7 +1644,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="input file, '-' for stdin (gzip is decompressed transparently; "
                             "Parquet files are recognised and read by rows)")
         if output:
-            p.add_argument("-o", "--output", metavar="OUTPUT", default="-",
+            p.add_argument("-o", "--output", metavar="OUTPUT", default="-", type=_output_path,
                            help="output file, '-' for stdout (default); written atomically, "
                                 "gzipped if it ends with .gz, Parquet if it ends with .parquet")
             p.add_argument("--gzip-level", type=_gzip_level, metavar="N", default=GZIP_LEVEL,
