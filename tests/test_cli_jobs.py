@@ -256,6 +256,11 @@ def test_parquet_output_rows_prepared_by_the_workers(tmp_path, capsys, monkeypat
     for at in (1, 6, 7):  # renders a lone surrogate: "text" cannot be written
         rows.insert(at, {"messages": json.dumps([{"role": "user", "content": f"bad \ud800 {at}"}]),
                          "id": -at})
+    # rows that fail to render, between them: one process reports each as it comes,
+    # and a failed write when the row group is written, so the order tells whether the
+    # workers' problems are replayed around the flushes
+    for at in (2, 3, 9, 10, 11):
+        rows.insert(at, {"messages": '[{"role": "robot"}]', "id": -100 - at})
     src = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist(rows), src)
     monkeypatch.setattr(cli._parquet, "GROUP_ROWS", group_rows)
@@ -266,14 +271,15 @@ def test_parquet_output_rows_prepared_by_the_workers(tmp_path, capsys, monkeypat
     prepared = []
     real = cli._parquet.ParquetOutput.add_prepared
     monkeypatch.setattr(cli._parquet.ParquetOutput, "add_prepared",
-                        lambda self, p: (prepared.append(len(p[1])), real(self, p)))
+                        lambda self, p, *a: (prepared.append(len(p[1])), real(self, p, *a)))
     status, _, err, data = same_as_one_process(
         tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE, "--keep", "id"], "out.parquet")
-    assert sum(prepared) == 3 * len(rows)  # every row of the three -j runs came prepared
+    assert sum(prepared) == 3 * (len(rows) - 5)  # every rendered row of the three -j runs came prepared
     assert made == []
     assert status == 1 and sum("lone surrogate" in line for line in err) == 3
+    assert sum("Invalid message role" in line or "robot" in line for line in err) == 5, err
     meta = pq.ParquetFile(tmp_path / "out.parquet").metadata
-    assert meta.num_rows == len(rows) - 3 and meta.num_row_groups > 1
+    assert meta.num_rows == len(rows) - 8 and meta.num_row_groups > 1
 
 
 def test_parquet_row_groups_go_to_the_workers(tmp_path, monkeypatch):

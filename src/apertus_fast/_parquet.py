@@ -508,10 +508,12 @@ class ParquetOutput:
             return None
         return RowEncoder(self._names, self._types, self._json)
 
-    def add_prepared(self, prepared: tuple) -> None:
+    def add_prepared(self, prepared: tuple, before_row=None) -> None:
         """Queue rows that a worker's :meth:`RowEncoder.prepare` made into a record
         batch: the row groups end at the same rows, and the rows that fail are reported
-        at the same flush, as if each row had come through :meth:`add`."""
+        at the same flush, as if each row had come through :meth:`add`.
+        ``before_row(row)``, if given, is called before a row completes a group (what
+        the caller has to say about the lines up to it comes first)."""
         batch, infos = prepared
         start = taken = 0
         for row, chars, reason in infos:
@@ -522,6 +524,8 @@ class ParquetOutput:
             self._count += 1
             self._chars += chars
             if self._count >= self._group_rows or self._chars >= self._group_chars:
+                if before_row is not None:
+                    before_row(row)
                 if taken > start:
                     self._slices.append(batch.slice(start, taken - start))
                     start = taken

@@ -600,21 +600,35 @@ class _Recorder:
 
 
 def _replay(record: tuple, sink: _Sink) -> None:
+    """Hand a worker's record to the sink as if its lines had been handled here. With
+    Parquet output the rows a row group cannot hold are reported when the group is
+    written, so the block's problems are reported in line order around those writes
+    (each before the group that a row of a later line completes), as one process
+    reports them."""
     data, problems, rows = record
     if type(data) is tuple:
         sink.write_part(data)
     elif data:
         sink.write(data)
-    for is_error, lineno, reason in problems:
-        (sink.error if is_error else sink.warning)(lineno, reason)
+    done = 0
+
+    def report_through(lineno) -> None:  # the problems of the lines up to lineno
+        nonlocal done
+        while done < len(problems) and problems[done][1] <= lineno:
+            is_error, at, reason = problems[done]
+            (sink.error if is_error else sink.warning)(at, reason)
+            done += 1
+
     if type(rows) is tuple:  # a record batch prepared by the worker
-        sink.add_prepared(rows)
-        return
-    for row in rows:
-        if len(row) == 2:
-            sink.add(*row)
-        else:
-            sink.add_dict(*row)
+        sink.add_prepared(rows, report_through)
+    else:
+        for row in rows:
+            report_through(row[0])
+            if len(row) == 2:
+                sink.add(*row)
+            else:
+                sink.add_dict(*row)
+    report_through(float("inf"))
 
 
 _WORKER: tuple | None = None  # (handler, keep, compress, parts, encoder) in a worker
