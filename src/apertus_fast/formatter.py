@@ -18,15 +18,9 @@ from datetime import datetime  # noqa: F401
 from typing import Any, Dict, List, Optional  # noqa: F401
 
 from ._formatter import ApertusFormatter
-from ._models import (  # noqa: F401
-    AssistantContent,
-    ContentFormat,
-    Conversation,
-    Message,
-    Role,
-    SystemContent,
-    UserContent,
-)
+# (as the reference's formatter imports them)
+from .enums import ContentFormat, Role  # noqa: F401
+from .models import AssistantContent, Conversation, Message, SystemContent, UserContent  # noqa: F401
 
 __all__ = ["ApertusFormatter"]
 
