@@ -143,7 +143,7 @@ examples:
   apertus-fast dialects
 
 exit status: 0 ok; 1 some line failed; 2 usage error, unreadable input or unwritable
-output; 130 interrupted (143 SIGTERM, 141 broken pipe).
+output; 130 interrupted (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT, 141 broken pipe).
 Run `apertus-fast COMMAND --help` for the options and examples of each command.
 """
 
