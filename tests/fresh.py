@@ -37,3 +37,14 @@ def source_module(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def default_stop_signals() -> None:
+    """A ``preexec_fn`` for a command that a test signals: Ctrl-C, SIGTERM, SIGHUP and
+    SIGQUIT at their default disposition, as in a terminal, whatever the test runner
+    inherited (under ``nohup`` SIGHUP is ignored, and the command rightly keeps
+    ignoring a signal it was started ignoring)."""
+    import signal
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)

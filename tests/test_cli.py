@@ -24,6 +24,7 @@ from apertus_fast._dialects import DEFAULT_DIALECT, DIALECTS
 from apertus_fast._errors import ParseError, RenderError
 from apertus_fast._render import render
 
+from .fresh import default_stop_signals
 from .oracle import ORACLE_MISSING, OracleError, oracle_render
 
 REPO = Path(__file__).resolve().parent.parent
@@ -499,13 +500,20 @@ def test_atomic_output_survives_a_crash(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["rendered.jsonl"]
 
 
-@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129), ("SIGQUIT", 131)])
+@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129), ("SIGQUIT", 131),
+                                         ("nohup SIGHUP", 0)])
 def test_signal_mid_stream_leaves_previous_output(tmp_path, sig, status):
     """A real Ctrl-C / job-scheduler SIGTERM / hang-up / Ctrl-\\ on the real entry point:
     exit 128 + the signal (130 / 143 / 129 / 131),
-    previous OUTPUT untouched, temp file removed."""
+    previous OUTPUT untouched, temp file removed. Started under nohup (SIGHUP ignored),
+    the command keeps ignoring a hang-up and finishes."""
     import signal
     import time
+
+    def start():
+        default_stop_signals()
+        if sig.startswith("nohup"):
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     big = tmp_path / "big.jsonl"
     big.write_bytes(CONVERSATIONS.read_bytes() * 3000)
@@ -516,16 +524,19 @@ def test_signal_mid_stream_leaves_previous_output(tmp_path, sig, status):
     env = dict(os.environ)
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", "render", str(big), "-o", str(out),
-                             "--date", DATE], stderr=subprocess.PIPE, env=env)
+                             "--date", DATE], stderr=subprocess.PIPE, env=env, preexec_fn=start)
     deadline = time.monotonic() + 60
     while len(os.listdir(outdir)) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)  # wait until the temp file exists: rendering has started
     assert proc.poll() is None, "finished before the signal; make the input bigger"
-    proc.send_signal(getattr(signal, sig))
+    proc.send_signal(getattr(signal, sig.split()[-1]))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == status, err
     assert b"Traceback" not in err
-    assert out.read_text() == "previous content\n"
+    if status:
+        assert out.read_text() == "previous content\n"
+    else:
+        assert len(out.read_text().splitlines()) == 3000 * len(sample_values())
     assert os.listdir(outdir) == ["rendered.jsonl"]
 
 

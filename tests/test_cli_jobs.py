@@ -21,6 +21,7 @@ import pytest
 
 from apertus_fast import cli
 
+from .fresh import default_stop_signals
 from .test_cli import (CONVERSATIONS, DATE, RENDERED_15, bad_corpus, good_line, render,
                        sample_completions, sample_values, write_lines)
 
@@ -416,7 +417,8 @@ def test_signals_stop_the_workers_too(tmp_path, sig, status):
     env = dict(os.environ, TMPDIR=str(tmp))
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", "render", str(big), "-o", str(out),
-                             "--date", DATE, "-j", "2"], stderr=subprocess.PIPE, env=env)
+                             "--date", DATE, "-j", "2"], stderr=subprocess.PIPE, env=env,
+                            preexec_fn=default_stop_signals)
     deadline = time.monotonic() + 60
     workers: list[int] = []
     while (len(workers) < 2 or not os.listdir(outdir)) and proc.poll() is None \
