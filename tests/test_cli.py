@@ -7,6 +7,7 @@ use the real parser; the plumbing tests of those commands use a tiny fake one.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
@@ -734,6 +735,21 @@ def test_atomic_output_through_a_symlink_replaces_its_target(tmp_path):
     assert dangling.is_symlink() and (tmp_path / "data" / "made.jsonl").read_bytes() == b"made"
 
 
+def test_a_loop_of_symbolic_links_is_an_unwritable_output(tmp_path, capsys):
+    """`-o a` where a -> b -> a: no file to replace (the link was replaced by a regular
+    file before); reported by its name, exit 2, the links left as they were."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(OSError) as info:
+        with _io.atomic_output(tmp_path / "a") as f:
+            f.write(b"never")
+    assert info.value.errno == errno.ELOOP
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(tmp_path / "a"), "--date", DATE]) == 2
+    assert f"cannot write {tmp_path / 'a'}: Too many levels of symbolic links" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+    assert (tmp_path / "a").is_symlink() and (tmp_path / "b").is_symlink()
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
 def test_atomic_output_writes_into_a_named_pipe(tmp_path):
     fifo = tmp_path / "pipe"
@@ -1128,6 +1144,16 @@ def test_parse_format_detection_and_forcing(tmp_path, fake_parser, capsys):
     assert json.loads(capsys.readouterr().out)["messages"][0]["content"] == "\n\n<s>text"
     assert cli.main(["parse", str(raw), "--format", "jsonl"]) == 1
     assert f"{raw}:3: invalid JSON" in capsys.readouterr().err
+    # a JSONL file whose first line is broken (cut off, or not quite JSON) is still
+    # JSONL: that line is one bad line and the others are read, as --format jsonl reads them
+    for first in ('{"text": "<s><|sys', '"<s> unterminated', "[1, 2", ' {"text": 5,'):
+        broken = tmp_path / "broken.jsonl"
+        broken.write_text(first + "\n" + json.dumps("ok") + "\n", encoding="utf-8")
+        assert cli.main(["parse", str(broken)]) == 1
+        captured = capsys.readouterr()
+        assert f"{broken}:1: invalid JSON" in captured.err, captured.err
+        assert "parsed 1, failed 1" in captured.err
+        assert [json.loads(x)["messages"][0]["content"] for x in captured.out.splitlines()] == ["ok"]
 
 
 def test_parse_raw_invalid_utf8(tmp_path, fake_parser, capsys):

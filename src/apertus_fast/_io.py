@@ -325,6 +325,11 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
             yield out
         return
     named = path
+    try:  # a loop of symbolic links is no file to replace (cp refuses it too)
+        os.path.realpath(path, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), named) from None
     path = os.path.realpath(path)  # through symbolic links: the link itself stays
     directory = os.path.dirname(path)
     mode = _new_file_mode(path)

@@ -1020,7 +1020,11 @@ def _detect_format(inp: _io.InputFile, forced: str):
         except (ValueError, RecursionError):
             value = _NOT_JSON
     if forced == "auto":
-        fmt = "raw" if value is _NOT_JSON and first is not None else "jsonl"
+        # raw: a first line that is not JSON and does not begin as JSON does (a rendered
+        # text begins with its BOS, "<s>", or "<|system_start|>"); a JSON line that is
+        # broken (a corpus whose first line is cut off) is one bad line of a JSONL file
+        looks_json = first is not None and first.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[", b'"')
+        fmt = "raw" if value is _NOT_JSON and first is not None and not looks_json else "jsonl"
     else:
         fmt = forced
     return fmt, head, it, value
