@@ -3,6 +3,8 @@ lenient recovery. The laws over generated conversations are in test_laws.py."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from apertus_fast import ParseError, normalize, parse, render
@@ -143,6 +145,27 @@ def test_strict_error_says_where_and_what():
     assert "<|user_start|>" in err.expected and "junk" in err.found
     assert "junk" in err.excerpt
     assert isinstance(err, ValueError)
+
+
+@pytest.mark.parametrize("cut, reason, found", [
+    (lambda t: re.sub(r"<\|developer_start\|>.*<\|developer_end\|>", "", t, flags=re.S),
+     "unexpected token", "<|user_start|>"),
+    (lambda t: re.sub(r"<\|developer_start\|>.*<\|developer_end\|>", "hi", t, flags=re.S),
+     "unexpected text", "text 'hi'"),
+    (lambda t: t[:t.index("<|system_end|>")], "text ends too early", "end of text"),
+])
+def test_a_missing_token_is_named_once(cut, reason, found):
+    """The reason says what is wrong where the token is missing; ``expected`` names
+    the token, and the message does not say it twice."""
+    bad = cut(render([{"role": "user", "content": "q"}], dialect="apertus-1", date=DATE))
+    with pytest.raises(ParseError) as info:
+        parse(bad, dialect="apertus-1")
+    err = info.value
+    assert (err.reason, err.found) == (reason, found)
+    assert err.expected in ("<|developer_start|>", "<|system_end|>")
+    assert str(err).count(err.expected) == 1
+    first = parse(bad, dialect="apertus-1", strict=False).warnings[0]
+    assert first == f"line {err.line}, column {err.column}: {reason} (expected {err.expected})"
 
 
 @pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])

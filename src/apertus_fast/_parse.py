@@ -650,7 +650,15 @@ class _Builder:
         if self.i < self.n and self.kind(self.i) == kind:
             self.i += 1
             return True
-        self.recover(self.i, f"expected {what}", what)
+        # the reason says what is wrong here; `expected` (printed after it) says what
+        # would have been right, so the reason does not repeat it
+        if self.i >= self.n:
+            reason = "text ends too early"
+        elif self.kind(self.i) == _K_TEXT:
+            reason = "unexpected text"
+        else:
+            reason = "unexpected token"
+        self.recover(self.i, reason, what)
         return False
 
     # -- the conversation ---------------------------------------------------
