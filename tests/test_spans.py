@@ -420,8 +420,44 @@ def test_token_mask_is_compiled_where_the_package_is():
 
 
 @pytest.mark.parametrize("impl", list(_MASKS))
-def test_token_mask_rejects_what_is_not_a_pair(impl):
-    with pytest.raises((TypeError, ValueError)):
-        _MASKS[impl]([(0, 2)], [(0, 1, 2)])
-    with pytest.raises(TypeError):
-        _MASKS[impl]([(0, 2)], [None])
+@pytest.mark.parametrize("offsets, names", [
+    ([(0, 1, 2)], "offsets[0] = (0, 1, 2)"),
+    ([(0, 1), None], "offsets[1] = None"),
+    ([(0.0, 3.0)], "offsets[0] = (0.0, 3.0)"),       # floats: neither build truncates them
+    ([(0, 1), ("0", "1")], "offsets[1] = ('0', '1')"),
+    ([0, 5], "offsets[0] = 0"),
+    (_Array([[(0, 3), (5, 8)]]), "got a list of pairs (a batch's offset_mapping has shape"),
+    ([[(0, 3), (5, 8), (8, 9)]], "pass one example's, e.g. offset_mapping[0]"),
+    ({(0, 3): 1}, "offsets: expected (start, end) pairs, got dict"),
+    ("0123", "offsets: expected (start, end) pairs, got str"),
+    (5, "offsets: expected (start, end) pairs, got int"),
+])
+def test_token_mask_rejects_what_is_not_a_pair_of_integers(impl, offsets, names):
+    """The compiled loop and its plain source reject the same offsets with one
+    TypeError that names the first bad item, not an error from inside the loop."""
+    with pytest.raises(TypeError) as info:
+        _MASKS[impl]([(0, 2)], offsets)
+    assert names in str(info.value)
+    assert "expected" in str(info.value)
+
+
+@pytest.mark.parametrize("impl", list(_MASKS))
+def test_token_mask_takes_integers_of_any_size_and_kind(impl):
+    """Offsets beyond a C ssize_t are integers too (the compiled loop clamps them);
+    numpy-like integers (``__index__``) and bools are read as the ints they are."""
+
+    class Index:
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    spans = [(2, 5), (7, 9)]
+    huge = 2 ** 70
+    assert _MASKS[impl](spans, [(0, huge), (-huge, 1), (8, huge), (huge, huge + 1)]) == [
+        True, False, True, False]
+    assert _MASKS[impl](spans, [(Index(1), Index(3)), (True, 2), (Index(5), 7)]) == [
+        True, False, False]
+    with pytest.raises(TypeError, match=r"offsets\[1\] = \(1, 2, 3\)"):
+        _MASKS[impl](spans, [(0, huge), (1, 2, 3)])

@@ -5,16 +5,24 @@
 ``Rendered.token_mask`` calls :func:`token_mask` once per training example, on as many
 tokens as the example has (thousands), after the tokenizer. It is plain Python that
 Cython compiles with the types in ``_mask.pxd``: a loop of C integers, 14-19 ns a token,
-against 67-70 ns for this source interpreted and 99 ns for the bisection per token it
+against about 100 ns for this source interpreted (67-70 ns before it checked that the
+offsets are integers, as the C integers do) and 99 ns for the bisection per token it
 replaced (``benchmarks/test_render_bench.py``, group ``mask``). Without a compiler this
-source runs as it is, with the same results.
+source runs as it is, with the same results and the same errors.
 """
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_right
+from collections.abc import Mapping
+from operator import index
 
 __all__ = ["token_mask"]
+
+#: Compiled, the offsets go into C integers, which take only integers; the plain
+#: module checks them itself, so that both accept and reject the same offsets.
+_COMPILED = not __file__.endswith(".py")
 
 
 def token_mask(spans, offsets):
@@ -25,10 +33,20 @@ def token_mask(spans, offsets):
     ``offsets`` is a list or tuple of pairs of ints, or anything with ``tolist()`` (a
     numpy array of shape ``(n, 2)``), or another iterable of pairs. Tokens in order (as
     a tokenizer returns them) are matched with the spans in one pass; a token that
-    starts before the one before it is looked up by bisection."""
+    starts before the one before it is looked up by bisection.
+
+    Offsets are integers (``int``, numpy's, anything with ``__index__``) of any size.
+    Raises ``TypeError`` naming the first item that is not a pair of them (a batch's
+    offsets, of shape ``(batch, n, 2)``, among them), in the compiled build and the
+    plain one alike."""
     if type(offsets) is not list:
+        if isinstance(offsets, (str, bytes, Mapping)):
+            raise TypeError(f"offsets: expected (start, end) pairs, got {type(offsets).__name__}")
         tolist = getattr(offsets, "tolist", None)
-        offsets = tolist() if tolist is not None else list(offsets)
+        try:
+            offsets = tolist() if tolist is not None else list(offsets)
+        except TypeError:
+            raise TypeError(f"offsets: expected (start, end) pairs, got {type(offsets).__name__}") from None
     n = len(spans)
     starts = [s for s, _ in spans]
     ends = [e for _, e in spans]
@@ -40,22 +58,57 @@ def token_mask(spans, offsets):
         k_start = starts[0]
         k_end = ends[0]
     last = 0        # the last token's start
-    for i in range(count):
-        start, end = offsets[i]
-        if end <= start:
-            continue
-        if start < last:
-            k = bisect_right(ends, start)
-            if k < n:
-                k_start = starts[k]
-                k_end = ends[k]
-        else:
-            while k < n and k_end <= start:
-                k += 1
+    check = not _COMPILED  # compiled, the C integers check the type themselves
+    i = 0
+    try:
+        for i in range(count):
+            start, end = offsets[i]
+            if check and (type(start) is not int or type(end) is not int):
+                start = index(start)
+                end = index(end)
+            if end <= start:
+                continue
+            if start < last:
+                k = bisect_right(ends, start)
                 if k < n:
                     k_start = starts[k]
                     k_end = ends[k]
-        last = start
-        if k < n and k_start < end:
-            mask[i] = True
+            else:
+                while k < n and k_end <= start:
+                    k += 1
+                    if k < n:
+                        k_start = starts[k]
+                        k_end = ends[k]
+            last = start
+            if k < n and k_start < end:
+                mask[i] = True
+    except OverflowError:  # compiled only: an offset beyond a C ssize_t
+        return token_mask(spans, _clamped(offsets))
+    except (TypeError, ValueError):
+        raise _offset_error(offsets, i) from None
     return mask
+
+
+def _clamped(offsets):
+    """``offsets`` with every offset beyond a C ``ssize_t`` brought within it, which
+    changes no token's overlap with a span of a text."""
+    out = []
+    for i, pair in enumerate(offsets):
+        try:
+            start, end = pair
+            out.append((min(max(index(start), -sys.maxsize), sys.maxsize),
+                        min(max(index(end), -sys.maxsize), sys.maxsize)))
+        except (TypeError, ValueError):
+            raise _offset_error(offsets, i) from None
+    return out
+
+
+def _offset_error(offsets, i):
+    """The error for ``offsets[i]``, which the loop could not read as two integers."""
+    pair = offsets[i]
+    shown = f"offsets[{i}] = {pair!r:.80}"
+    if isinstance(pair, (list, tuple)) and pair and isinstance(pair[0], (list, tuple)):
+        return TypeError(f"{shown}: expected a (start, end) pair of integers, got a list "
+                         "of pairs (a batch's offset_mapping has shape (batch, n, 2): "
+                         "pass one example's, e.g. offset_mapping[0])")
+    return TypeError(f"{shown}: expected a (start, end) pair of integers")
