@@ -31,6 +31,7 @@ import apertus_fast
 from apertus_fast import Delta, ParseError, RenderError, StreamParser, parse, parse_completion, render
 from apertus_fast._dialects import TOKEN_TEXT, Kind, get_dialect
 from apertus_fast._lex import scan_str
+from apertus_fast._stream import RESPONSE, THOUGHTS, TOOL_OUTPUT
 
 from .fresh import source_module
 from .strategies import DIALECTS, NAMES, SNIPPETS, json_values, render_inputs, texts
@@ -164,6 +165,16 @@ def check_laws(dialect, prompt_text, body, cut, chunk_cuts, data=None):
     assert once.openai() == result.openai()
     assert p.finish_reason == result.finish_reason
     assert p.done == (result.closed or bool(result.rest))
+    if p._prompt_closed_group:
+        # The prompt's part ends with a whole "[a, b]" group (bracket dialects): the
+        # prompt's end closes it, where the whole text read at once would take the run's
+        # last "]" (docs/streaming.md). Laws 2 and 3 compare with that whole-text
+        # reading; this case has its own test (test_a_group_the_prompt_ends_...).
+        alone = StreamParser(dialect, prompt=prompt).result()   # the prompt's part alone
+        assert alone.blocks[-1]["type"] == "tool_outputs"
+        assert result.blocks[:len(alone.blocks)] == alone.blocks
+        assert TOOL_OUTPUT not in {d.kind for d in deltas[:1]}
+        return
     # the deltas agree with the structure: the completion's share of the turn (the
     # turn's text is the prompt's part of it, then the completion)
     assert result.text.endswith(completion)
@@ -542,6 +553,53 @@ def test_prompt_ending_inside_reasoning_continues_it():
         # without the prompt the same text is read as a response
         assert parse_completion(" It is warm.<|inner_suffix|>21", dialect=dialect).content == \
             " It is warm.21"
+
+
+_PLAIN = st.lists(st.sampled_from(list("ab ]['(),.\né") + ["[link](url)"]),
+                  max_size=12).map("".join)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@settings(max_examples=max(50, EXAMPLES // 4), deadline=None)
+@given(outputs=st.lists(_PLAIN, min_size=1, max_size=3), answer=_PLAIN,
+       thinking=st.booleans(), cuts=st.lists(st.integers(0, 40), max_size=6))
+@example(outputs=["sunny"], answer="See [MeteoSwiss](https://x).", thinking=False, cuts=[])
+@example(outputs=["sunny"], answer="See [MeteoSwiss](https://x).", thinking=True, cuts=[3])
+def test_a_group_the_prompt_ends_with_is_closed_by_the_prompt(dialect, outputs, answer,
+                                                              thinking, cuts):
+    """After tool outputs the server continues the turn with the outputs at the end of
+    the prompt. In the bracket dialects those are plain ``[a, b]`` text, and a
+    non-JSON output may hold ``]``: the prompt's end closes the group, so the model's
+    answer (``[link](url)`` included) is the answer, streamed as it comes, and the
+    outputs are the tool messages'."""
+    head = [{"type": "thoughts", "text": "Look."}] if thinking else []
+    messages = [{"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": {"blocks": head + [
+                    {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}]},
+                    {"type": "tool_outputs", "outputs": [{"output": o} for o in outputs]}]}}]
+    prompt = render(messages, dialect=dialect, continue_assistant_message=True,
+                    date="2026-01-01")
+    completion = answer + "<|assistant_end|>"
+    deltas, p = stream(chunked(completion, cuts), dialect, prompt=prompt)
+    r = p.result()
+    assert {d.kind for d in deltas} == ({THOUGHTS if thinking else RESPONSE} if answer else set())
+    assert "".join(d.text for d in deltas) == answer
+    assert (r.reasoning if thinking else r.content) == answer and r.tool_outputs == []
+    # the outputs are the prompt's reading of them (non-JSON items are themselves
+    # ambiguous, docs/format.md ambiguity 6), not more of the run
+    prompt_turn = parse(prompt, dialect=dialect, strict=False, format="blocks").messages[-1]
+    assert [b for b in r.blocks if b["type"] == "tool_outputs"] == [
+        b for b in prompt_turn["content"]["blocks"] if b["type"] == "tool_outputs"]
+    assert r.closed and r.finish_reason == "stop"
+    said = [b["text"] for b in r.blocks if b["type"] == ("thoughts" if thinking else "response")]
+    assert not answer or said[-1].endswith(answer)
+    last = r.messages[-1]["content"]   # the messages read the turn the same way
+    assert not answer or (last if isinstance(last, str) else last["blocks"][-1]["text"]).endswith(answer)
+    once = parse_completion(completion, dialect=dialect, prompt=prompt)
+    assert (once.messages, once.blocks) == (r.messages, r.blocks)
+    # each character is streamed when it comes, not held back to the end of the turn
+    q = StreamParser(dialect, prompt=prompt)
+    assert "".join(d.text for ch in answer for d in q.feed(ch)) == answer
 
 
 def test_prompt_with_generation_prompt_is_the_same_as_none():

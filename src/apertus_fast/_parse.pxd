@@ -36,6 +36,7 @@ cdef class _Builder:
     cdef Py_ssize_t n, i
     cdef public list warnings
     cdef bint waiting, no_header
+    cdef public Py_ssize_t group_end
     cdef public list messages
 
     cdef int kind(self, Py_ssize_t j) except -1
@@ -69,8 +70,10 @@ cdef class _Builder:
     cdef tuple tool_calls(self, Py_ssize_t j, Py_ssize_t b)
     @cython.locals(k=Py_ssize_t)
     cdef tuple output_group(self, Py_ssize_t j, Py_ssize_t b)
+    @cython.locals(cut=Py_ssize_t, close=Py_ssize_t)
+    cdef tuple leading_outputs(self, str run, Py_ssize_t at, bint possible)
     @cython.locals(brackets=bint, in_inner=bint, after_calls=bint, j=Py_ssize_t, k=int,
-                   nxt=Py_ssize_t, msgs=list, blocks=list)
+                   nxt=Py_ssize_t, msgs=list, blocks=list, at=Py_ssize_t)
     cdef blocks_body(self, Py_ssize_t a, Py_ssize_t b)
-    @cython.locals(brackets=bint, after_calls=bint, j=Py_ssize_t, k=int, out=list)
+    @cython.locals(brackets=bint, after_calls=bint, j=Py_ssize_t, k=int, out=list, at=Py_ssize_t)
     cdef string_body(self, Py_ssize_t a, Py_ssize_t b)

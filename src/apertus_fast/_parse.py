@@ -575,6 +575,9 @@ class _Builder:
         self.waiting = False
         self.no_header = False
         self.messages = []
+        # where a prompt ended a "[a, b]" tool-output group (StreamParser, prompt=):
+        # a text run is cut there, not read to its last "]" (-1: no such place)
+        self.group_end = -1
         if fmt == "auto":
             fmt = "blocks" if self._has_reasoning() else "string"
         elif fmt not in ("string", "blocks"):
@@ -899,6 +902,18 @@ class _Builder:
             self.recover(k, "tool outputs not closed", "<|tool_output_end|>")
         return split_tool_outputs(inner), k
 
+    def leading_outputs(self, run, at, possible):
+        """``_leading_outputs`` of the run at offset ``at``; but where a prompt ended a
+        whole group inside the run (``group_end``), the group ends there: the server
+        wrote it, and what follows is the model's."""
+        if possible and self.group_end > at and run.startswith("["):
+            cut = self.group_end - at
+            if cut < len(run):
+                outputs, close = _output_group(run[:cut])
+                if outputs is not None and close == cut - 1:
+                    return outputs, run[cut:]
+        return _leading_outputs(run, possible)
+
     def blocks_body(self, a, b):
         brackets = self.d.tool_output_open == "["
         msgs = []
@@ -910,8 +925,9 @@ class _Builder:
         while j < b:
             k = self.kind(j)
             if self.textual(j):
+                at = self.start(j)
                 run, j = self.take_text(j, b)
-                outputs, run = _leading_outputs(run, after_calls and brackets)
+                outputs, run = self.leading_outputs(run, at, after_calls and brackets)
                 if outputs is not None:
                     blocks.append({"type": "tool_outputs",
                                    "outputs": [{"output": o} for o in outputs]})
@@ -989,8 +1005,9 @@ class _Builder:
         while j < b:
             k = self.kind(j)
             if self.textual(j):
+                at = self.start(j)
                 run, j = self.take_text(j, b)
-                outputs, run = _leading_outputs(run, after_calls and brackets)
+                outputs, run = self.leading_outputs(run, at, after_calls and brackets)
                 if outputs is not None:
                     out.extend([{"role": "tool", "content": o} for o in outputs])
                     self.waiting = False

@@ -638,6 +638,7 @@ class StreamParser:
         self._held_pos = 1
         self._held_watch: _JsonWatch | None = None
         self._held_wait = False         # decided only where the run ends
+        self._prompt_closed_group = False   # the prompt's end closed a [...] group
         # the completion so far
         self._out: list[list] = []      # this feed's deltas: [kind, [pieces], index, name]
         self._reasoning: list[str] = []
@@ -654,6 +655,8 @@ class StreamParser:
             self._emit_from = len(body)
             if body:
                 self._feed_text(body)
+                if self._mode == _M_HELD and not self._tail:
+                    self._prompt_group()   # (a tail: the prompt goes on after the run)
                 self._out = []
 
     def __getstate__(self) -> dict:
@@ -1025,6 +1028,18 @@ class StreamParser:
         if rest:
             self._say(THOUGHTS if self._inner else RESPONSE, rest, at + close + 1)
 
+    def _prompt_group(self) -> None:
+        """The prompt ends in a ``[...]`` run after the calls (bracket dialects). If the
+        run is a whole group there (its closing ``]`` is the prompt's last character),
+        the server wrote it: the group ends with the prompt, and the completion is read
+        after it, not as more of the run (whose reading would take the run's last
+        ``]``: a model's ``[link](url)`` would become part of the tool output)."""
+        run = self._held_run()
+        outputs, close = output_group(run)
+        if outputs is not None and close == len(run) - 1:
+            self._held_decide(outputs, close)
+            self._prompt_closed_group = True
+
     def _end_held(self) -> None:
         run = self._held_run()
         outputs, close = output_group(run)
@@ -1134,7 +1149,7 @@ class Completion:
 
     __slots__ = ("dialect", "text", "reasoning", "content", "tool_calls", "tool_outputs",
                  "finish_reason", "closed", "rest", "warnings", "messages", "format",
-                 "_ids", "_events", "_blocks", "_call_id")
+                 "_ids", "_events", "_blocks", "_call_id", "_group_end")
 
     @classmethod
     def _build(cls, parser: StreamParser, text: str) -> "Completion":
@@ -1156,7 +1171,10 @@ class Completion:
         self._events = events
         self._blocks = None
         fmt, _end = _turn_format(events, parser.format)
+        group_end = parser._emit_from if parser._prompt_closed_group else -1
+        self._group_end = group_end
         builder = _Builder(text, events, d, False, fmt)
+        builder.group_end = group_end
         try:
             closed, rest = builder.build_turn()
         except _NeedBlocks:
@@ -1166,6 +1184,7 @@ class Completion:
                                  "'auto'") from None
             fmt = "blocks"
             builder = _Builder(text, events, d, False, fmt)
+            builder.group_end = group_end
             closed, rest = builder.build_turn()
         if fmt == "string" and parser.format == "string":
             if any(events[j] in (_INNER_PREFIX, _INNER_SUFFIX, _THINK_START, _THINK_END)
@@ -1191,6 +1210,7 @@ class Completion:
         if self._blocks is None:
             builder = _Builder(self.text, self._events, get_dialect(self.dialect), False,
                                "blocks")
+            builder.group_end = self._group_end
             builder.build_turn()
             self._blocks = [block for m in builder.messages if m["role"] == "assistant"
                             for block in m["content"]["blocks"]]
