@@ -37,7 +37,12 @@ def test_unrendered_reasoning_finds_what_render_drops():
                 {"role": "user", "content": "And Zug?", "reasoning_content": "not an assistant"},
                 {"role": "assistant", "content": "Rain.", "reasoning": "", "thinking": "Hm."},
                 {"role": "assistant", "content": "x", "reasoning_content": None, "reasoning": 3}]
-    assert unrendered_reasoning(messages) == [(1, "reasoning_content"), (3, "thinking")]
+    assert unrendered_reasoning(messages) == [(1, "reasoning_content"), (3, "thinking"), (4, "reasoning")]
+    # reasoning that is not a string is dropped too (reasoning_to_blocks rejects it)
+    listed = [USER, {"role": "assistant", "content": "x", "thinking": [{"type": "text", "text": "Hm."}]}]
+    assert unrendered_reasoning(listed) == [(1, "thinking")]
+    with pytest.raises(RenderError, match='"thinking": expected a string'):
+        reasoning_to_blocks(listed)
     assert unrendered_reasoning("not a list") == []
     # it is dropped: the text is the same without it
     kept = render(messages[:2], date=DATE)
@@ -52,6 +57,20 @@ def test_without_reasoning_the_messages_come_back_as_they_are():
     assert out == messages and out is not messages
     assert all(a is b for a, b in zip(out, messages))
     assert reasoning_to_blocks(tuple(messages)) == messages
+
+
+def test_without_reasoning_null_content_becomes_the_empty_string():
+    """OpenAI's message with only tool calls has ``content: null`` (or none); the
+    templates need a string, so the conversion renders whether or not another
+    message in the conversation has reasoning."""
+    for calls_only in ({"role": "assistant", "content": None, "tool_calls": [CALL]},
+                       {"role": "assistant", "tool_calls": [CALL]}):
+        before = copy.deepcopy(calls_only)
+        out = reasoning_to_blocks([USER, calls_only])
+        assert calls_only == before
+        assert out == [USER, {**calls_only, "content": ""}]
+        for dialect in S.DIALECTS:
+            assert '[{"get_weather": {"city": "Bern"}}]' in render(out, dialect=dialect, date=DATE)
 
 
 @pytest.mark.parametrize("message, blocks", [
@@ -72,10 +91,18 @@ def test_without_reasoning_the_messages_come_back_as_they_are():
       "reasoning_content": "Look."},
      [{"type": "thoughts", "text": "Look."}, {"type": "response", "text": "Sunny."}]),
     ({"role": "assistant", "content": "", "reasoning_content": "Only thinking."},
-     [{"type": "thoughts", "text": "Only thinking."}]),
+     [{"type": "thoughts", "text": "Only thinking."}, {"type": "response", "text": ""}]),
+    ({"role": "assistant", "content": None, "reasoning_content": "Still thinking."},
+     [{"type": "thoughts", "text": "Still thinking."}]),
+    ({"role": "assistant", "reasoning_content": "Still thinking."},
+     [{"type": "thoughts", "text": "Still thinking."}]),
+    ({"role": "assistant", "content": "", "reasoning_content": "Done.", "tool_calls": [CALL]},
+     [{"type": "thoughts", "text": "Done."}, {"type": "response", "text": ""},
+      {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": '{"city": "Bern"}'}]}]),
     ({"role": "assistant", "content": "Same.", "reasoning_content": "R.", "reasoning": "R."},
      [{"type": "thoughts", "text": "R."}, {"type": "response", "text": "Same."}]),
-], ids=["answer", "calls", "answer-and-calls", "text-parts", "blocks", "no-answer", "two-equal-fields"])
+], ids=["answer", "calls", "answer-and-calls", "text-parts", "blocks", "empty-answer",
+        "null-answer", "no-content", "empty-answer-and-calls", "two-equal-fields"])
 def test_openai_messages(message, blocks):
     before = copy.deepcopy(message)
     (out,) = reasoning_to_blocks([message])
@@ -136,12 +163,15 @@ _plain = st.text(st.characters(codec="utf-8", exclude_characters="<>\\\"[]{}"), 
 
 @st.composite
 def canonical_turns(draw):
-    """An assistant turn as blocks in the order a model writes them: reasoning, then an
-    answer (or not), then tool calls (or not); at least one of the last two."""
-    blocks = [{"type": "thoughts", "text": draw(_plain)}]
+    """An assistant turn as blocks in the order a model writes them: reasoning (or
+    not), then an answer (or not; after reasoning, maybe an empty one: the reasoning
+    closed, then calls or the end), then tool calls (or not); at least one of the last
+    two."""
+    blocks = [{"type": "thoughts", "text": draw(_plain)}] if draw(st.booleans()) else []
     if draw(st.booleans()):
-        blocks.append({"type": "response", "text": draw(_plain)})
-    n = draw(st.integers(0 if len(blocks) == 2 else 1, 2))
+        empty = bool(blocks) and draw(st.booleans())
+        blocks.append({"type": "response", "text": "" if empty else draw(_plain)})
+    n = draw(st.integers(0 if blocks and blocks[-1]["type"] == "response" else 1, 2))
     if n:
         calls = [{"name": draw(st.sampled_from(["get_weather", "search", "now"])),
                   "arguments": json.dumps({"q": draw(_plain)}, ensure_ascii=False)} for _ in range(n)]
@@ -157,12 +187,13 @@ def test_completion_openai_converts_back(dialect, blocks):
     text = render(conversation, dialect=dialect, date=DATE)
     prompt, sep, completion = text.rpartition("<|assistant_start|>")
     c = parse_completion(completion, dialect=dialect)
-    assert c.messages[0]["content"]["blocks"] == blocks
+    assert c.blocks == blocks
     message = c.openai()
     before = copy.deepcopy(message)
     (back,) = reasoning_to_blocks([message])
     assert message == before
-    assert back == c.messages[0]
+    if blocks[0]["type"] == "thoughts":
+        assert back == c.messages[0]
     assert render([USER, back], dialect=dialect, date=DATE) == text
 
 

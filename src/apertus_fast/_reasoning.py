@@ -48,8 +48,9 @@ _FIELDS = frozenset(REASONING_FIELDS)
 
 def unrendered_reasoning(messages) -> list[tuple[int, str]]:
     """``(message index, field)`` of every assistant message's reasoning that ``render``
-    would drop: a non-empty string in one of :data:`REASONING_FIELDS` (no template
-    reads them). Empty when there is none, or when ``messages`` is not a list."""
+    would drop: any value but ``None`` and ``""`` in one of :data:`REASONING_FIELDS` (no
+    template reads them; :func:`reasoning_to_blocks` moves strings and rejects other
+    values). Empty when there is none, or when ``messages`` is not a list."""
     if not isinstance(messages, (list, tuple)):
         return []
     try:
@@ -64,7 +65,7 @@ def unrendered_reasoning(messages) -> list[tuple[int, str]]:
         if isinstance(m, dict) and m.get("role") == "assistant":
             for field in REASONING_FIELDS:
                 value = m.get(field)
-                if isinstance(value, str) and value:
+                if value is not None and not (isinstance(value, str) and not value):
                     out.append((i, field))
     return out
 
@@ -113,7 +114,10 @@ def _blocks(m: dict, index: int, reasoning: str | None) -> list:
     else:
         text = _text_of(content, index)
         blocks = [{"type": "thoughts", "text": reasoning}] if reasoning is not None else []
-        if text:
+        if text or (reasoning is not None and content is not None):
+            # after reasoning, content "" (not null) is an answer that began, empty:
+            # its response block closes the reasoning (<|inner_suffix|>), as
+            # Completion.openai() says a completion did
             blocks.append({"type": "response", "text": text})
     calls = m.get("tool_calls")
     if calls:
@@ -127,11 +131,14 @@ def reasoning_to_blocks(messages) -> list:
     """``messages`` with each assistant message's reasoning field (:data:`REASONING_FIELDS`)
     moved into a ``thoughts`` block, so that ``render`` renders it.
 
-    If no assistant message has reasoning, a copy of the list is returned unchanged.
-    Otherwise every assistant message becomes block content (a conversation's assistant
-    messages share one format), in the order a model writes them and ``parse_completion``
-    reads them: ``thoughts`` (the reasoning), ``response`` (the content: a string, or a
-    list of text parts, joined), ``tool_calls`` (the message's ``tool_calls``, as
+    If no assistant message has reasoning, a copy of the list is returned, unchanged but
+    for assistant messages with null or no content (OpenAI's shape of a message with
+    only tool calls), which get ``""``. Otherwise every assistant message becomes block
+    content (a conversation's assistant messages share one format), in the order a model
+    writes them and ``parse_completion`` reads them: ``thoughts`` (the reasoning),
+    ``response`` (the content: a string, or a list of text parts, joined; after
+    reasoning, also an empty one, which closes the reasoning, where the content is
+    ``""`` rather than null), ``tool_calls`` (the message's ``tool_calls``, as
     ``{"name", "arguments"}``; ids are dropped, the format has none). Assistant messages
     that already hold blocks keep them, after the reasoning. The reasoning fields are
     removed; other keys, and all other messages, are kept as they are. The input is not
@@ -147,7 +154,10 @@ def reasoning_to_blocks(messages) -> list:
         raise RenderError(f"messages: expected a list, got {type(messages).__name__}")
     reasoning = {i: _reasoning_of(m, i) for i, m in enumerate(messages) if _is_assistant(m)}
     if all(r is None for r in reasoning.values()):
-        return list(messages)
+        # only OpenAI's null content (a message with only tool calls) changes: to the
+        # empty string the templates take
+        return [{**m, "content": ""} if i in reasoning and m.get("content") is None else m
+                for i, m in enumerate(messages)]
     out = []
     for i, m in enumerate(messages):
         if i not in reasoning:

@@ -1149,7 +1149,7 @@ class Completion:
 
     __slots__ = ("dialect", "text", "reasoning", "content", "tool_calls", "tool_outputs",
                  "finish_reason", "closed", "rest", "warnings", "messages", "format",
-                 "_ids", "_events", "_blocks", "_call_id", "_group_end")
+                 "_ids", "_events", "_blocks", "_call_id", "_group_end", "_answered")
 
     @classmethod
     def _build(cls, parser: StreamParser, text: str) -> "Completion":
@@ -1164,6 +1164,8 @@ class Completion:
         self._ids = [call_id for _name, _args, call_id in parser._tool_calls]
         self._call_id = parser._call_id
         self.tool_outputs = ["".join(o) for o in parser._outputs]
+        # the completion reasoned and closed its reasoning: an answer (if empty) began
+        self._answered = bool(self.reasoning) and not parser._inner
         events = scan_str(text, d)
         if len(events) and events[0] == _BOS:   # "<s>" is a token only at a conversation's start
             events = array("q", events)
@@ -1231,10 +1233,16 @@ class Completion:
         return out
 
     def openai(self) -> dict:
-        """The completion as an OpenAI chat ``message``: ``role``, ``content`` (``None``
-        when empty), ``reasoning_content`` (when there is reasoning) and ``tool_calls``
-        (``id``, ``type``, ``function``; the ids a :class:`StreamParser` streamed)."""
-        message = {"role": "assistant", "content": self.content or None}
+        """The completion as an OpenAI chat ``message``: ``role``, ``content``,
+        ``reasoning_content`` (when there is reasoning) and ``tool_calls`` (``id``,
+        ``type``, ``function``; the ids a :class:`StreamParser` streamed).
+
+        ``content`` is the answer; when there is none it is ``""`` if the completion
+        closed its reasoning (``<|inner_suffix|>``: the answer began, empty) and ``None``
+        if not (no reasoning, or calls made inside it), so that
+        :func:`~apertus_fast.reasoning_to_blocks` can tell the two apart."""
+        content = self.content or ("" if self._answered else None)
+        message = {"role": "assistant", "content": content}
         if self.reasoning:
             message["reasoning_content"] = self.reasoning
         if self.tool_calls:
