@@ -1016,6 +1016,22 @@ def test_parse_conversation_generation_prompt_is_an_empty_assistant(structured):
     assert f.format_conversation(parsed) == text
 
 
+@pytest.mark.parametrize("dialect, media", [
+    ("apertus-1", ["image"]), ("apertus-1.5", ["image", "audio"])])
+def test_parse_conversation_media_parts(dialect, media):
+    # Image and audio parts come back as TextPart("", type): no KeyError('text'), and
+    # they render their token again.
+    parts = [TextPart("look")] + [TextPart("", kind) for kind in media] + [TextPart("!")]
+    conv = Conversation([Message.user_with_parts(parts), Message.assistant("ok")])
+    parsed = _round_trip(conv, dialect=dialect)
+    assert [m for m in parsed.messages if m.role is not Role.SYSTEM] == conv.messages
+    # A token spelled in text, which lenient parsing reads as the token, too.
+    f = ApertusFormatter(dialect=dialect, date=DATE)
+    text = f.format_conversation(Conversation([Message.user("a<|image|>"), Message.assistant("b")]))
+    lenient = f.parse_conversation(text, strict=False)
+    assert [p.type for p in lenient.messages[-2].content.parts] == ["text", "image"]
+
+
 def test_parse_conversation_strict_and_lenient():
     text = "<s><|user_start|>unterminated"
     with pytest.raises(ValueError) as info:

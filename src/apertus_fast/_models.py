@@ -387,5 +387,18 @@ def conversation_to_template_messages(messages: Iterable[Message]) -> List[Dict[
 
 
 def messages_from_dicts(dicts: Iterable[Dict[str, Any]]) -> List[Message]:
-    """:meth:`Message.from_dict` over a list of message dicts (e.g. parser output)."""
-    return [Message.from_dict(d) for d in dicts]
+    """:class:`Message` objects for the message dicts :func:`apertus_fast.parse`
+    returns, as :meth:`Message.from_dict` reads them, except that an image or audio
+    part of a user message (``{"type": "image"}``, which has no ``text``) becomes
+    ``TextPart("", type)``: it renders its token again in the dialects that have one
+    (where ``TextPart.from_dict`` would raise ``KeyError``)."""
+    return [_message_from_parsed(d) for d in dicts]
+
+
+def _message_from_parsed(data: Dict[str, Any]) -> Message:
+    content = data.get("content")
+    if data.get("role") == "user" and isinstance(content, dict) and "parts" in content:
+        parts = [TextPart(text=p.get("text", ""), type=p.get("type", "text"))
+                 for p in content["parts"]]
+        return Message(role=Role.USER, content=UserContent(parts))
+    return Message.from_dict(data)
