@@ -1016,6 +1016,35 @@ def test_parse_conversation_generation_prompt_is_an_empty_assistant(structured):
     assert f.format_conversation(parsed) == text
 
 
+@pytest.mark.parametrize("strict", [True, False])
+def test_parse_conversation_closed_turn_without_user(strict):
+    # A final <|assistant_end|> in the reference dialect (apertus-1 text, or a model's
+    # completion appended to a prompt) is a user message without content to the
+    # parser (format.md #11); no Message renders like it, so it is left out, leaving
+    # what the reference's regexes return: no KeyError('content').
+    f = ApertusFormatter(date=DATE)
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    closed = apertus_format.render(msgs, dialect="apertus-1", date=DATE)
+    assert closed.endswith("yo<|assistant_end|>")
+    rest = [Message.user("hi"), Message.assistant("yo")]
+    parsed = f.parse_conversation(closed, strict=strict)
+    assert [m for m in parsed.messages if m.role is not Role.SYSTEM] == rest
+    assert f.format_conversation(parsed) == closed[:-len("<|assistant_end|>")]
+    # A generation prompt after it opens a new turn: an empty assistant message.
+    parsed = f.parse_conversation(closed + "<|assistant_start|>", strict=strict)
+    assert [m for m in parsed.messages if m.role is not Role.SYSTEM] == rest + [
+        Message.assistant("")]
+    # Between two assistant turns, in every dialect, the turns come back as two
+    # assistant messages (which format as one turn).
+    for dialect in sorted(apertus_format.DIALECTS):
+        text = apertus_format.render(msgs + [{"role": "user"}, {"role": "assistant",
+                                                                "content": "again"}],
+                                     dialect=dialect, date=DATE)
+        parsed = ApertusFormatter(dialect=dialect).parse_conversation(text, strict=strict)
+        assert [m for m in parsed.messages if m.role is not Role.SYSTEM] == rest + [
+            Message.assistant("again")]
+
+
 @pytest.mark.parametrize("dialect, media", [
     ("apertus-1", ["image"]), ("apertus-1.5", ["image", "audio"])])
 def test_parse_conversation_media_parts(dialect, media):

@@ -253,7 +253,10 @@ class ApertusFormatter:
         stripped strings.)
 
         Only the messages are returned: the developer section (deliberation, tools)
-        is read but is not part of a ``Conversation``. A generation prompt (trailing
+        is read but is not part of a ``Conversation``, and a user message without
+        content (an ``<|assistant_end|>`` with no user turn after it, which
+        ``format_conversation`` never writes) has no ``Message`` form and is left
+        out. Image and audio parts come back as ``TextPart("", type)``. A generation prompt (trailing
         ``<|assistant_start|>``) after a user turn comes back as an empty assistant
         message, as in the reference package, so that
         ``format_conversation(parse_conversation(text)) == text`` with this
@@ -263,9 +266,10 @@ class ApertusFormatter:
         from ._parse import parse  # imported here: the parser is optional for formatting
 
         result = parse(formatted_text, dialect=self.dialect, strict=strict)
-        messages = messages_from_dicts(result.messages)
+        messages = messages_from_dicts(result.messages)  # leaves content-less users out
+        last = result.messages[-1].get("role") if result.messages else None
         if (result.add_generation_prompt and not get_dialect(self.dialect).closes_last_turn
-                and (not messages or messages[-1].role in (Role.USER, Role.SYSTEM))):
+                and last in (None, "user", "system")):
             empty = AssistantContent([]) if result.format == "blocks" else ""
             messages.append(Message(role=Role.ASSISTANT, content=empty))
         return Conversation(messages)

@@ -388,11 +388,14 @@ def conversation_to_template_messages(messages: Iterable[Message]) -> List[Dict[
 
 def messages_from_dicts(dicts: Iterable[Dict[str, Any]]) -> List[Message]:
     """:class:`Message` objects for the message dicts :func:`apertus_fast.parse`
-    returns, as :meth:`Message.from_dict` reads them, except that an image or audio
-    part of a user message (``{"type": "image"}``, which has no ``text``) becomes
-    ``TextPart("", type)``: it renders its token again in the dialects that have one
-    (where ``TextPart.from_dict`` would raise ``KeyError``)."""
-    return [_message_from_parsed(d) for d in dicts]
+    returns, as :meth:`Message.from_dict` reads them, except that
+
+    * an image or audio part of a user message (``{"type": "image"}``, which has no
+      ``text``) becomes ``TextPart("", type)``: it renders its token again in the
+      dialects that have one (where ``TextPart.from_dict`` would raise ``KeyError``);
+    * a message without ``content`` (the user message that only closes an assistant
+      turn, docs/format.md #11) is left out: no :class:`Message` renders like it."""
+    return [_message_from_parsed(d) for d in dicts if "content" in d]
 
 
 def _message_from_parsed(data: Dict[str, Any]) -> Message:
