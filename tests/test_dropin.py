@@ -985,11 +985,20 @@ def test_parse_conversation_tool_messages_and_legacy_calls():
     assert calls == [ToolCall("search", '{"query": "python"}')]
 
 
-def test_parse_conversation_default_system_prompt():
+@pytest.mark.parametrize("dialect", sorted(apertus_format.DIALECTS))
+def test_parse_conversation_default_system_prompt(dialect):
     conv = Conversation([Message.user("hi"), Message.assistant("hello")])
-    parsed = _round_trip(conv)
-    rest = [m for m in parsed.messages if m.role is not Role.SYSTEM]
-    assert rest == conv.messages
+    parsed = _round_trip(conv, dialect=dialect)
+    default = apertus_format.DIALECTS[dialect].default_system
+    if "{date}" in default:
+        # As in the reference: the dated prompt comes back as a system message, so
+        # that formatting the result keeps its date (not today's, nor the formatter's).
+        assert parsed.messages == [Message.system(default.replace("{date}", DATE))] + conv.messages
+        text = ApertusFormatter(dialect=dialect, date="2020-01-01").format_conversation(conv)
+        for f in (ApertusFormatter(dialect=dialect), ApertusFormatter(dialect=dialect, date=DATE)):
+            assert f.format_conversation(f.parse_conversation(text)) == text
+    else:  # undated: no system message; formatting writes the same prompt again
+        assert parsed.messages == conv.messages
 
 
 @needs_oracle

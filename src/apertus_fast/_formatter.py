@@ -252,6 +252,9 @@ class ApertusFormatter:
         only the system message, then all user turns, then all assistant turns as
         stripped strings.)
 
+        The default system prompt of the dated dialects comes back as a system
+        message holding its text, date included (as the reference returns it), so
+        that formatting the result keeps that date instead of writing today's.
         Only the messages are returned: the developer section (deliberation, tools)
         is read but is not part of a ``Conversation``, and a user message without
         content (an ``<|assistant_end|>`` with no user turn after it, which
@@ -265,10 +268,16 @@ class ApertusFormatter:
         """
         from ._parse import parse  # imported here: the parser is optional for formatting
 
+        dialect = get_dialect(self.dialect)
         result = parse(formatted_text, dialect=self.dialect, strict=strict)
         messages = messages_from_dicts(result.messages)  # leaves content-less users out
+        if result.date is not None:
+            # The dated default prompt, as a system message (as the reference returns
+            # it): formatting keeps its date, whatever the date is then.
+            messages.insert(0, Message.system(
+                dialect.default_system.replace("{date}", result.date)))
         last = result.messages[-1].get("role") if result.messages else None
-        if (result.add_generation_prompt and not get_dialect(self.dialect).closes_last_turn
+        if (result.add_generation_prompt and not dialect.closes_last_turn
                 and last in (None, "user", "system")):
             empty = AssistantContent([]) if result.format == "blocks" else ""
             messages.append(Message(role=Role.ASSISTANT, content=empty))
