@@ -1188,26 +1188,81 @@ if HYPOTHESIS_MISSING is None:
             if len(_assistant_formats(messages)) <= 1 and "other" not in _assistant_formats(messages):
                 assert got == ApertusFormatter(date=DATE).format_conversation(Conversation(messages))
 
-    @settings(max_examples=300, deadline=None)
-    @given(messages=_messages(_plain, raw=False), enable_thinking=st.booleans(),
-           add_generation_prompt=st.booleans(), tools=st.sampled_from([None, TOOLS]))
-    def test_property_parse_conversation_renders_back(messages, enable_thinking,
+    @settings(max_examples=400, deadline=None)
+    @given(messages=_messages(_plain, raw=False, parts=("text", "text", "image", "audio")),
+           dialect=st.sampled_from(sorted(apertus_format.DIALECTS)),
+           enable_thinking=st.booleans(), add_generation_prompt=st.booleans(),
+           tools=st.sampled_from([None, TOOLS]))
+    def test_property_parse_conversation_renders_back(messages, dialect, enable_thinking,
                                                       add_generation_prompt, tools):
+        """``format_conversation(parse_conversation(t)) == t`` for every text
+        ``format_conversation`` writes, in every dialect, whatever date the parsing
+        formatter would write (here: today's, not the text's)."""
         conv = Conversation(messages)
-        f = ApertusFormatter(enable_thinking, tools, date=DATE)
+        f = ApertusFormatter(enable_thinking, tools, dialect=dialect, date=DATE)
         try:
             text = f.format_conversation(conv, add_generation_prompt)
         except ValueError:
             return  # not renderable (the template or the consistency check rejects it)
-        parsed = f.parse_conversation(text)
+        g = ApertusFormatter(enable_thinking, tools, dialect=dialect)
+        try:
+            parsed = g.parse_conversation(text)
+        except apertus_format.ParseError:
+            # outside the domain of the laws (format.md): legacy calls on a message
+            # that renders nothing, inside the output group of open tool messages
+            assert any(m.tool_calls and not m.content.blocks and messages[i - 1].role is Role.TOOL
+                       for i, m in enumerate(messages) if i and isinstance(m.content, AssistantContent))
+            return
         assert all(isinstance(m, Message) for m in parsed.messages)
-        if add_generation_prompt and conv.messages and conv.messages[-1].role in (
-                Role.ASSISTANT, Role.TOOL):
-            # the prompt reopens an unclosed assistant turn: not representable as a
-            # message, so it is dropped
-            assert f.format_conversation(parsed, add_generation_prompt=True) == text
-        else:
-            assert f.format_conversation(parsed) == text
+        # A final bare <|assistant_start|> that reopens an unclosed assistant turn, or
+        # any in apertus-1 / apertus-1.5 (which close the last turn; there it may also
+        # be an empty last turn left open by a call waiting for outputs), is not a
+        # message: it is dropped, and formatting with the flag gives it back.
+        dropped = text.endswith(ApertusFormatter.ASSISTANT_START) and (
+            apertus_format.DIALECTS[dialect].closes_last_turn
+            or (add_generation_prompt and conv.messages
+                and conv.messages[-1].role in (Role.ASSISTANT, Role.TOOL)))
+        expected = text
+        if any("content" not in m for m in apertus_format.parse(text, dialect=dialect).messages):
+            # apertus-1, text between a call and its outputs (plain "[...]", then read
+            # as part of that text): the call still waits, so the last turn's closing
+            # <|assistant_end|> is read as a user message without content, which is
+            # left out (dropin.md)
+            assert dialect == "apertus-1"
+            end = text.rindex(ApertusFormatter.ASSISTANT_END)
+            expected = text[:end] + text[end + len(ApertusFormatter.ASSISTANT_END):]
+            assert text[end:] in (ApertusFormatter.ASSISTANT_END,
+                                  ApertusFormatter.ASSISTANT_END + ApertusFormatter.ASSISTANT_START)
+        assert g.format_conversation(parsed, add_generation_prompt=dropped) == expected
+        assert g.parse_conversation(text, strict=False) == parsed
+
+    @settings(max_examples=600, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data(), dialect=st.sampled_from(sorted(apertus_format.DIALECTS)))
+    def test_property_parse_conversation_raises_only_parse_error(data, dialect):
+        """On any text ``apertus_fast.render`` writes (message dicts of every shape:
+        content-less users, media parts, OpenAI calls, any flags and BOS), strict
+        ``parse_conversation`` returns a Conversation of Messages that formats without
+        error, or raises ParseError; lenient never raises."""
+        from tests.strategies import render_inputs
+
+        kwargs = data.draw(render_inputs(dialect))
+        try:
+            text = apertus_format.render(dialect=dialect, **kwargs)
+        except apertus_format.RenderError:
+            return
+        f = ApertusFormatter(kwargs["enable_thinking"], dialect=dialect)
+        results = [f.parse_conversation(text, strict=False)]
+        try:
+            results.append(f.parse_conversation(text))
+        except apertus_format.ParseError:
+            pass
+        for parsed in results:
+            assert isinstance(parsed, Conversation)
+            assert all(isinstance(m, Message) for m in parsed.messages)
+            f.format_conversation(parsed)
+
+
 else:  # pragma: no cover
     @pytest.mark.skip(reason=HYPOTHESIS_MISSING)
     def test_property_tests():
