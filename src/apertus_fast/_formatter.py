@@ -255,11 +255,13 @@ class ApertusFormatter:
         The default system prompt of the dated dialects comes back as a system
         message holding its text, date included (as the reference returns it), so
         that formatting the result keeps that date instead of writing today's.
+        Image and audio parts come back as ``TextPart("", type)``.
         Only the messages are returned: the developer section (deliberation, tools)
         is read but is not part of a ``Conversation``, and a user message without
-        content (an ``<|assistant_end|>`` with no user turn after it, which
-        ``format_conversation`` never writes) has no ``Message`` form and is left
-        out. Image and audio parts come back as ``TextPart("", type)``. A generation prompt (trailing
+        content (the parser's reading of an ``<|assistant_end|>`` with no user turn
+        after it; see docs/dropin.md for the one shape ``format_conversation``
+        writes) has no ``Message`` form and is left out, so that ``<|assistant_end|>``
+        is not formatted back. A generation prompt (trailing
         ``<|assistant_start|>``) after a user turn comes back as an empty assistant
         message, as in the reference package, so that
         ``format_conversation(parse_conversation(text)) == text`` with this
