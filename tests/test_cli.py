@@ -1459,4 +1459,7 @@ def test_completions_sample_shows_each_case(tmp_path, capsys):
     assert json.loads(records["c-007"]["tool_calls"][0]["arguments"])["params"][1] == {
         "name": "offset", "value": 0}
     assert records["c-008"]["rest"] == "<|user_start|>Und warum?"
-    assert "read 8 completions (3 warnings), failed 0" in capsys.readouterr().err
+    # <think> tags are read as the reasoning delimiters, and each reading is a warning
+    assert records["c-004"]["warnings"] == ["line 1, column 1: <think> read as <|inner_prefix|>",
+                                            "line 1, column 52: </think> read as <|inner_suffix|>"]
+    assert "read 8 completions (5 warnings), failed 0" in capsys.readouterr().err

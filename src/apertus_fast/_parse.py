@@ -560,18 +560,27 @@ class _Builder:
         self.d = d
         self.strict = strict
         self.format = ""
+        mapped = []
         if not strict:
             # Apertus 1.5 output may spell the reasoning delimiters <think> / </think>
             events = array("q", events)
             for j in range(0, len(events), 3):
                 if events[j] == _K_THINK_START:
                     events[j] = _K_INNER_PREFIX
+                    mapped.append(j)
                 elif events[j] == _K_THINK_END:
                     events[j] = _K_INNER_SUFFIX
+                    mapped.append(j)
         self.ev = events
         self.n = len(events) // 3
         self.i = 0
         self.warnings = []
+        for j in mapped:   # the text now re-renders with the <|...|> tokens: say so
+            err = ParseError.at(text, events[j + 1], "")
+            self.warnings.append(
+                f"line {err.line}, column {err.column}: "
+                + ("<think> read as <|inner_prefix|>" if events[j] == _K_INNER_PREFIX
+                   else "</think> read as <|inner_suffix|>"))
         self.waiting = False
         self.no_header = False
         self.messages = []
