@@ -347,3 +347,21 @@ def test_unclosed_reasoning_is_not_an_error():
     messages = [{"role": "user", "content": "q"},
                 {"role": "assistant", "content": {"blocks": [{"type": "thoughts", "text": "..."}]}}]
     assert roundtrip(messages, continue_assistant_message=True).messages == messages
+
+
+def test_lenient_think_tags_are_read_as_reasoning_with_a_warning():
+    """Lenient parsing reads apertus-1.5's <think> / </think> as the reasoning
+    delimiters; the reading re-renders with the Apertus tokens, so each is a warning.
+    Strict parsing keeps them as the text they are."""
+    text = render([{"role": "user", "content": "q"},
+                   {"role": "assistant", "content": "<think>hmm</think>Answer"}],
+                  dialect="apertus-1.5", date=DATE)
+    assert parse(text, dialect="apertus-1.5").render() == text
+    lenient = parse(text, dialect="apertus-1.5", strict=False)
+    assert lenient.messages[-1]["content"]["blocks"] == [
+        {"type": "thoughts", "text": "hmm"}, {"type": "response", "text": "Answer"}]
+    at = text.index("<think>")
+    line, column = text[:at].count("\n") + 1, at - text.rfind("\n", 0, at)
+    assert lenient.warnings == [
+        f"line {line}, column {column}: <think> read as <|inner_prefix|>",
+        f"line {line}, column {column + 10}: </think> read as <|inner_suffix|>"]
