@@ -110,6 +110,22 @@ def test_tools_text_and_names_and_to_dict():
     assert render(d["messages"], dialect="apertus-1.5", tools_text=d["tools_text"]) == text
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_tool_names_skip_declaration_shaped_lines_inside_parameter_blocks(dialect):
+    """Descriptions are written raw, so their later lines may look like declarations;
+    inside a tool's parameter block such a line is a description, not a tool."""
+    param = {"type": "string", "description": "query\ntype alsofake = (_: {\n}) => any;x"}
+    tools = [{"name": "real", "description": "Does X.\nSecond line.",
+              "parameters": {"type": "object", "properties": {
+                  "q": param, "r": {**param, "description": "type fake2 = () => any;"}}}},
+             {"name": "two", "description": "d\n", "parameters": {"type": "object", "properties": {}}},
+             {"name": "three", "description": "e", "parameters": {
+                 "type": "object", "properties": {"o": {"type": "object", "properties": {
+                     "p": {"type": "string", "description": "type fake3 = (_: {"}}}}}}]
+    text = render([{"role": "user", "content": "hi"}], tools=tools, dialect=dialect, date=DATE)
+    assert parse(text, dialect=dialect).tool_names == ["real", "two", "three"]
+
+
 def test_multimodal_parts_and_bytes_input():
     messages = [{"role": "user", "content": [{"type": "text", "text": "Look: "},
                                              {"type": "image_url"}, {"type": "input_audio"}]}]

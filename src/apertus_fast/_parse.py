@@ -58,7 +58,26 @@ _DELIB_ON = "Deliberation: enabled\n"
 _DELIB_OFF = "Deliberation: disabled\n"
 _TOOLS_OFF = "Tool Capabilities: disabled"
 _TOOLS_ON = "Tool Capabilities:\n"
-_TOOL_NAME_RE = re.compile(r"(?m)^type (.+?) = (?:\(_: \{$|\(\) => any;)")
+_TOOL_DECL_RE = re.compile(r"type (.+?) = (?:(\(_: \{)|\(\) => any;)")
+
+
+def _tool_names(tools_text):
+    """The names declared in a tool section, in order: ``type NAME = (_: {`` (whose
+    parameters end at the line ``}) => any;``) or ``type NAME = () => any;`` lines at
+    its top level. A line shaped like a declaration inside a parameter block (a
+    parameter's description) is not one; at the top level, a description line shaped
+    like one cannot be told from one."""
+    names = []
+    in_params = False
+    for line in tools_text.split("\n"):
+        if in_params:
+            in_params = line != "}) => any;"
+            continue
+        m = _TOOL_DECL_RE.fullmatch(line)
+        if m is not None:
+            names.append(m.group(1))
+            in_params = m.group(2) is not None
+    return names
 _JSON = json.JSONDecoder()
 _JSON_START = frozenset('{["-0123456789tfnNI')
 
@@ -99,10 +118,10 @@ class ParsedConversation:
 
     @property
     def tool_names(self) -> list:
-        """Names of the tools declared in ``tools_text``."""
+        """Names of the tools declared in ``tools_text``, in order (a description's
+        line shaped like a declaration counts only outside a parameter block)."""
         if self._tool_names is None:
-            self._tool_names = (_TOOL_NAME_RE.findall(self.tools_text)
-                                if self.tools_text else [])
+            self._tool_names = _tool_names(self.tools_text) if self.tools_text else []
         return self._tool_names
 
     def __eq__(self, other):
