@@ -150,3 +150,53 @@ def test_strict_rejects_or_reproduces(dialect, data):
 
 def test_backend_reported():
     assert apertus_fast.BACKEND in ("cython", "python", "mixed")
+
+
+_CALL = [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]
+_DEFAULT_1 = ("You are Apertus, a helpful assistant created by the SwissAI initiative.\n"
+              "Knowledge cutoff: 2024-04\nCurrent date: 1999-12-31")
+
+
+@pytest.mark.parametrize("dialect, messages, flags, reported", [
+    # content starting with "[" after a waiting call reads as its output (ambiguity 6):
+    # the call no longer waits, so the open last turn is a continued one
+    ("apertus-1", [{"role": "user", "content": "q"},
+                   {"role": "assistant", "content": "", "tool_calls": _CALL},
+                   {"role": "assistant", "content": "[1] see"}],
+     {}, {"continue_assistant_message": True}),
+    # continue_assistant_message changes nothing after a content-less user message
+    ("apertus-1", [{"role": "assistant", "content": "x"}, {"role": "user"}],
+     {"continue_assistant_message": True}, {"continue_assistant_message": False}),
+    # ... nor where a call waits for outputs
+    ("apertus-1.5", [{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": "", "tool_calls": _CALL}],
+     {"continue_assistant_message": True}, {"continue_assistant_message": False}),
+    # ... nor in the reference dialect, which never closes the last turn
+    ("apertus-format-reference", [{"role": "user", "content": "q"},
+                                  {"role": "assistant", "content": "a"}],
+     {"continue_assistant_message": True}, {"continue_assistant_message": False}),
+])
+def test_the_flags_parse_reports_differ_only_where_the_text_cannot_tell(dialect, messages,
+                                                                         flags, reported):
+    """docs/format.md, 12: the cases where parse reports other turn-ending flags than the
+    text was rendered with, none of them an empty open last turn; the law holds under
+    the reported flags."""
+    text = render(messages, dialect=dialect, date="2026-01-01", **flags)
+    parsed = parse(text, dialect=dialect)
+    got = {k: getattr(parsed, k) for k in reported}
+    assert got == reported != {k: flags.get(k, False) for k in reported}
+    canon = normalize(messages, dialect=dialect, **flags)
+    pflags = dict(add_generation_prompt=parsed.add_generation_prompt,
+                  continue_assistant_message=parsed.continue_assistant_message)
+    assert render(canon, dialect=dialect, date="2026-01-01", **pflags) == text
+
+
+def test_an_explicit_dated_default_prompt_needs_its_date_to_render_again():
+    """docs/format.md, 9 and 12: normalize drops a system message equal to the default
+    prompt; its date is parse's ``date``, which render needs to give the text back."""
+    messages = [{"role": "system", "content": _DEFAULT_1}, {"role": "user", "content": "hi"}]
+    text = render(messages, dialect="apertus-1")
+    canon = normalize(messages, dialect="apertus-1")
+    assert canon == [{"role": "user", "content": "hi"}]
+    assert parse(text, dialect="apertus-1").date == "1999-12-31"
+    assert render(canon, dialect="apertus-1", date="1999-12-31") == text

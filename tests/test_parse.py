@@ -381,3 +381,13 @@ def test_lenient_think_tags_are_read_as_reasoning_with_a_warning():
     assert lenient.warnings == [
         f"line {line}, column {column}: <think> read as <|inner_prefix|>",
         f"line {line}, column {column + 10}: </think> read as <|inner_suffix|>"]
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1"])
+def test_format_string_names_the_empty_call_list_it_cannot_hold(dialect):
+    text = render([{"role": "user", "content": "q"},
+                   {"role": "assistant", "content": {"blocks": [{"type": "tool_calls", "calls": []}]}}],
+                  dialect=dialect, date=DATE)
+    with pytest.raises(ValueError, match=r"cannot represent an empty call list \(\[\]\)"):
+        parse(text, dialect=dialect, format="string")
+    assert parse(text, dialect=dialect).format == "blocks"

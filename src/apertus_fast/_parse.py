@@ -573,6 +573,10 @@ class _NeedBlocks(Exception):
     arguments): read the conversation as blocks."""
 
 
+_NEED_BLOCKS = ("format='string' cannot represent an empty call list ([]), nor, in "
+                "apertus-1.5, tool calls with empty names or arguments; use 'blocks' or 'auto'")
+
+
 class _Builder:
     def __init__(self, text, events, d, strict, fmt):
         self.text = text
@@ -1190,8 +1194,7 @@ def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True
         result = builder.build()
     except _NeedBlocks:
         if format != "auto":
-            raise ValueError("format='string' cannot represent tool calls with empty names "
-                             "or arguments in apertus-1.5; use 'blocks' or 'auto'") from None
+            raise ValueError(_NEED_BLOCKS) from None
         result = _Builder(s, events, d, strict, "blocks").build()
     if strict:
         _verify(s, result)
@@ -1239,8 +1242,10 @@ def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
     """The canonical form of a conversation: the messages :func:`parse` returns for its
     rendering with these settings (``docs/format.md`` lists the rules: merged turns and
     thoughts, tool outputs as blocks or tool messages, the default system prompt
-    dropped, ...). ``render(normalize(m, **kw), **kw) == render(m, **kw)``, except that
-    an empty assistant turn left open at the end reads as the generation prompt.
+    dropped, ...). ``render(normalize(m, **kw), **kw2) == render(m, **kw)`` with ``kw2``
+    the flags :func:`parse` reports for that rendering, which are ``kw`` except where the
+    text cannot tell (an empty open last turn reads as the generation prompt; see
+    docs/format.md, 12), and with the same ``date``.
 
     Raises :class:`RenderError` for a conversation the template rejects, and
     :class:`ParseError` for one outside the round-trip domain (content spelling special

@@ -40,7 +40,7 @@ from typing import NamedTuple
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
 from ._lex import _core_for, _table, scan_str, utf8_found
-from ._parse import (_Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
+from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
                      salvage_calls_at, split_tool_calls_at, split_tool_outputs)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
@@ -1181,9 +1181,7 @@ class Completion:
             closed, rest = builder.build_turn()
         except _NeedBlocks:
             if parser.format != "auto":
-                raise ValueError("format='string' cannot represent tool calls with empty "
-                                 "names or arguments in apertus-1.5; use 'blocks' or "
-                                 "'auto'") from None
+                raise ValueError(_NEED_BLOCKS) from None
             fmt = "blocks"
             builder = _Builder(text, events, d, False, fmt)
             builder.group_end = group_end
