@@ -210,6 +210,10 @@ def bad_corpus(tmp_path):
     (b'{"text": "a\tb"}\n', "invalid JSON at column 12: Invalid control character '\\t' in a string"),
     (b'{"messages": [}\n', "invalid JSON at column 15: Expecting value"),
     (b'{"a": 1} x\n', "invalid JSON at column 10: Extra data"),
+    # JSONL is UTF-8: json.loads(bytes) took these for UTF-16 ("invalid UTF-8 at byte
+    # 13: truncated data") and UTF-16-BE ("Unterminated string")
+    (b'\xff\xfe"bad utf8"\n', "invalid UTF-8 at byte 1: invalid start byte"),
+    (b'"\x00"\n', "invalid JSON at column 2: Invalid control character '\\x00' in a string"),
 ])
 def test_a_json_error_says_the_column_on_the_line(tmp_path, capsys, line, reason):
     """The column is where the line goes wrong, also when it is cut off (json would

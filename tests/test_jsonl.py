@@ -2,9 +2,11 @@
 json module.
 
 Reading: ``_jsonl.loads`` must give ``json.loads``'s value (types, float bits, key
-order) or its exception (type and message) for every input: generated documents, the
-same mutated byte by byte, and a list of edge cases; the reader alone either gives that
-value or leaves the input to json.
+order) or its exception (type and message) for the UTF-8 text of every input (a leading
+BOM skipped: ``_io.loads_utf8``): generated documents, the same mutated byte by byte,
+and a list of edge cases; the reader alone either gives that value or leaves the input
+to json. (``json.loads(bytes)`` itself guesses UTF-16 or UTF-32 from the first bytes;
+a JSON line is UTF-8.)
 
 Writing:
 
@@ -164,9 +166,10 @@ needs_reader = pytest.mark.skipif(
 
 
 def agrees(data: bytes) -> None:
-    """``_jsonl.loads`` gives what ``json.loads`` gives (value or error) and the reader
-    alone either gives the same value or leaves the input to json."""
-    want = outcome(json.loads, data)
+    """``_jsonl.loads`` gives what ``json.loads`` gives for the UTF-8 text of ``data``
+    (value or error) and the reader alone either gives the same value or leaves the
+    input to json."""
+    want = outcome(_io.loads_utf8, data)
     got = outcome(_jsonl.loads, data)
     if want[0] == "value":
         assert got[0] == "value" and same(got[1], want[1]), (data, got, want)
@@ -259,6 +262,33 @@ def test_json_loads_of_io_is_json_loads():
     with pytest.raises(json.JSONDecodeError) as info:
         _io.json_loads(b'{"a": }')
     assert info.value.colno == 7
+
+
+@given(json_documents())
+@settings(max_examples=500, **_settings)
+def test_loads_utf8_is_json_loads_of_utf8(data):
+    """On UTF-8 (what the generated documents are) the reference is json.loads itself."""
+    want = outcome(json.loads, data)
+    for got in (outcome(_io.loads_utf8, data), outcome(_io.loads_utf8, b"\xef\xbb\xbf" + data)):
+        assert got[0] == want[0] == "value" and same(got[1], want[1]), (data, got, want)
+
+
+@pytest.mark.parametrize("loads", [_io.json_loads, _io.loads_utf8])
+@pytest.mark.parametrize("data, error", [
+    # json.loads(bytes) took these for UTF-16/32: "truncated data" at byte 13, or an
+    # "Unterminated string" for the NUL, instead of the UTF-8 error at its byte
+    (b'\xff\xfe"bad utf8"\n', "invalid UTF-8 at byte 1: invalid start byte"),
+    (b'\xfe\xff"x"', "invalid UTF-8 at byte 1: invalid start byte"),
+    (b'"\x00"\n', "invalid JSON at column 2: Invalid control character '\\x00' in a string"),
+    (b'{\x00}', "invalid JSON at column 2: Expecting property name enclosed in double quotes"),
+    (b'\x00\x00\x00[', "invalid JSON at column 1: Expecting value"),
+    # a BOM counts in the byte position
+    (b'\xef\xbb\xbf"x\xff"', "invalid UTF-8 at byte 6: invalid start byte"),
+])
+def test_a_line_is_utf8_whatever_its_first_bytes(loads, data, error):
+    with pytest.raises(ValueError) as info:
+        loads(data)
+    assert _io.json_error_reason(info.value) == error
 
 
 @pytest.mark.parametrize("wide", ["", "é", "€", "😀"])

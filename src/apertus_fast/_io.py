@@ -55,12 +55,36 @@ PROGRESS_INTERVAL = 0.1
 # json.dumps(obj, ensure_ascii=False) builds a JSONEncoder per call; reuse one (same output).
 _ENCODE_UNICODE = json.JSONEncoder(ensure_ascii=False).encode
 _ENCODE_ASCII = json.JSONEncoder().encode
+_BOM = b"\xef\xbb\xbf"
+
+
+def loads_utf8(data):
+    """``json.loads`` of a JSON line given as UTF-8 bytes (a ``str`` as it is).
+
+    JSON Lines are UTF-8. ``json.loads(bytes)`` would guess UTF-16 or UTF-32 from the
+    first bytes (a line starting ``FF FE``, or with a NUL as its second byte), and then
+    report a wrong reason at a wrong place; here the bytes are decoded as UTF-8 (with
+    ``"surrogatepass"``, as json.loads decodes them) and a leading UTF-8 BOM is skipped,
+    as json.loads skips it. A ``UnicodeDecodeError``'s ``start`` counts the line's bytes
+    from its first one, the BOM included."""
+    if isinstance(data, str):
+        return json.loads(data)
+    data = bytes(data)
+    skip = 3 if data.startswith(_BOM) else 0
+    try:
+        text = data[skip:].decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise UnicodeDecodeError("utf-8", data, exc.start + skip, exc.end + skip,
+                                 exc.reason) from None
+    return json.loads(text)
+
+
 try:  # the compiled writer of the usual values (None for the rest), and the reader
     from ._jsonl import json_line as _json_line_fast
     from ._jsonl import loads as json_loads
 except ImportError:  # pure-Python install: the json module writes and reads every line
     _json_line_fast = None
-    json_loads = json.loads
+    json_loads = loads_utf8
 
 
 def _count_newlines(data, start: int = 0, end: int | None = None) -> int:
@@ -386,9 +410,6 @@ def json_line(obj: Any) -> bytes:
         return (s + "\n").encode("utf-8")
     except UnicodeEncodeError:
         return (_ENCODE_ASCII(obj) + "\n").encode("ascii")
-
-
-_BOM = b"\xef\xbb\xbf"
 
 
 def blank_line(line: bytes, lineno: int) -> bool:

@@ -1,16 +1,18 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """JSON lines for the command line: written as UTF-8 in one pass, and read from it.
 
-Reading: ``loads(data)`` is ``json.loads(data)`` for the bytes of a JSON line, read
-straight from its UTF-8: json.loads first decodes the whole line to a ``str``, then
+Reading: ``loads(data)`` is ``json.loads`` of the UTF-8 text of a JSON line, read
+straight from its bytes: json.loads first decodes the whole line to a ``str``, then
 scans each string character by character and copies it out again; this reader finds a
 string's end 16 bytes a step, counts its characters and widest character, and writes it
 once at its final width (a plain ASCII string is one ``memcpy``). UTF-8 is checked as
 CPython's decoder checks it with ``"surrogatepass"``, which is what json.loads uses.
 Anything it does not take (every error, which json then reports with its own message;
-another encoding or a BOM; nesting deeper than ``MAX_READ_DEPTH``) is handed to
-json.loads, so the value or the exception is always json's (``tests/test_jsonl.py``,
-``fuzz/fuzz_jsonl.py``). Keys are shared per document, as json shares them.
+a BOM; nesting deeper than ``MAX_READ_DEPTH``) is handed to ``_io.loads_utf8``, which
+decodes the bytes as UTF-8 and gives them to json.loads, so the value or the exception
+is always json's (``tests/test_jsonl.py``, ``fuzz/fuzz_jsonl.py``). (json.loads of the
+bytes themselves would take a line starting ``FF FE``, or with a NUL second byte, for
+UTF-16 or UTF-32.) Keys are shared per document, as json shares them.
 
 Writing:
 
@@ -951,7 +953,7 @@ cdef extern from *:
         if (!PyBytes_CheckExact(b)) goto leave;
         Py_ssize_t n = PyBytes_GET_SIZE(b);
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(b);
-        /* json.loads picks another encoding (UTF-16/32, a BOM) by the first bytes */
+        /* a BOM, a non-ASCII or NUL first byte, a NUL second byte: left to loads_utf8 */
         if (n == 0 || p[0] == 0 || p[0] >= 0x80 || (n >= 2 && p[1] == 0)) goto leave;
         jd_state s;
         s.p = p;
@@ -979,25 +981,28 @@ cdef extern from *:
     object jd_loads_or(object b, object miss)
     int JD_MAX_DEPTH
 
-import json as _json
-
-_json_loads = _json.loads
 _MISS = object()
+_loads_utf8 = None  # _io.loads_utf8, looked up at the first line left to it
 
 #: Containers nested deeper than this are left to json.loads.
 MAX_READ_DEPTH = JD_MAX_DEPTH
 
 
 def loads(data):
-    """``json.loads(data)``, read directly from the UTF-8 bytes of a JSON line.
+    """``json.loads`` of the UTF-8 text of a JSON line, read directly from its bytes.
 
-    The same value as ``json.loads`` for every input (``tests/test_jsonl.py``): what
-    this reader does not take (errors of any kind, which json then reports; other
-    encodings; nesting deeper than ``MAX_READ_DEPTH``; ``str`` input) is handed to
-    ``json.loads``."""
+    The same value or exception as ``_io.loads_utf8`` (``json.loads`` of the bytes
+    decoded as UTF-8, a leading BOM skipped) for every input (``tests/test_jsonl.py``):
+    what this reader does not take (errors of any kind, which json then reports; a BOM;
+    nesting deeper than ``MAX_READ_DEPTH``; ``str`` input) is handed to it. (Not to
+    ``json.loads(bytes)``, which takes a line starting ``FF FE``, or with a NUL second
+    byte, for UTF-16 or UTF-32.)"""
+    global _loads_utf8
     value = jd_loads_or(data, _MISS)
     if value is _MISS:
-        return _json_loads(data)
+        if _loads_utf8 is None:
+            from ._io import loads_utf8 as _loads_utf8
+        return _loads_utf8(data)
     return value
 
 
