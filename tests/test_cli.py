@@ -1160,11 +1160,18 @@ def test_parse_format_detection_and_forcing(tmp_path, fake_parser, capsys):
         assert [json.loads(x)["messages"][0]["content"] for x in captured.out.splitlines()] == ["ok"]
 
 
-def test_parse_raw_invalid_utf8(tmp_path, fake_parser, capsys):
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+@pytest.mark.parametrize("command", ["parse", "validate"])
+def test_parse_raw_invalid_utf8(tmp_path, fake_parser, capsys, bom, command):
+    """After a BOM too: the BOM is no text (it was counted in the file but not in the
+    offset, so the error was placed 3 bytes early, on line 1, with the BOM in the
+    excerpt)."""
     src = tmp_path / "x.txt"
-    src.write_bytes(b"<s>ok\nbad \xff here")
-    assert cli.main(["parse", str(src)]) == 1
-    assert f"{src}:2: line 2, column 5 (offset 10): invalid UTF-8" in capsys.readouterr().err
+    src.write_bytes(bom + b"<s>ok\nbad \xff here")
+    assert cli.main([command, str(src)]) == 1
+    captured = capsys.readouterr()
+    assert (f"{src}:2: line 2, column 5 (offset 10): invalid UTF-8 (invalid start byte); "
+            "near '<s>ok\\nbad \ufffd here'\n") in captured.err + captured.out
 
 
 def test_validate_plumbing(tmp_path, fake_parser, capsys):

@@ -1039,9 +1039,12 @@ def _read_raw(head: list[bytes], rest) -> bytes:
 
 
 def _decode_raw(data: bytes) -> str:
-    """UTF-8 text of a raw file; raises ParseError at the first undecodable byte."""
+    """UTF-8 text of a raw file (a leading BOM is no text); raises ParseError at the
+    first undecodable byte."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # (where a parse error counts from, too)
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         # (line, column and offset of this error count bytes: the text has no characters yet)
         raise ParseError.at(data, exc.start, f"invalid UTF-8 ({exc.reason})") from None
