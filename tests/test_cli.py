@@ -1197,6 +1197,33 @@ def test_validate_plumbing(tmp_path, fake_parser, capsys):
     assert captured.out == "" and "checked 6, ok 3, failed 3, 1 warnings" in captured.err
 
 
+def test_a_null_messages_or_text_is_not_set(tmp_path, capsys):
+    """null means "not set" (as a null column of a Parquet row): validate checks the
+    "text" of a line whose "messages" is null, and a line with nothing set is reported
+    as such (it used to say 'expected an object with a "messages" key', which it has)."""
+    text = render([{"role": "user", "content": "hi"}], date=DATE)
+    src = write_lines(tmp_path / "n.jsonl", [
+        json.dumps({"messages": None, "text": text}),           # 1 ok: the text is checked
+        json.dumps({"messages": None, "text": text + "x"}),     # 2 the text's parse error
+        json.dumps({"messages": None}),                         # 3
+        json.dumps({"messages": None, "text": None}),           # 4
+        json.dumps({"text": None, "id": 4}),                    # 5
+    ])
+    assert cli.main(["validate", str(src)]) == 1
+    problems = capsys.readouterr().out.splitlines()
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{src}:{n}" for n in (2, 3, 4, 5)]
+    assert problems[0].startswith(f"{src}:2: line 4, column 73 (offset 269): unexpected")
+    assert problems[1:] == [f'{src}:3: "messages" is null in this line',
+                            f'{src}:4: "messages" and "text" are null in this line',
+                            f'{src}:5: "text" is null in this line']
+    for command, line, reason in [("render", {"messages": None, "id": 1}, '"messages" is null'),
+                                  ("parse", {"text": None}, '"text" is null'),
+                                  ("completions", {"completion": None}, '"completion" is null')]:
+        one = write_lines(tmp_path / "one.jsonl", [json.dumps(line)])
+        assert cli.main([command, str(one), "-o", str(tmp_path / "o.jsonl")]) == 1
+        assert capsys.readouterr().err.startswith(f"{one}:1: {reason} in this line\n")
+
+
 def test_validate_samples_every_dialect(capsys):
     for dialect in ALL_DIALECTS:
         assert cli.main(["validate", str(CONVERSATIONS), "--dialect", dialect]) == 0

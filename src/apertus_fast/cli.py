@@ -349,6 +349,8 @@ class _LineOptions:
         if type(obj) is dict:
             messages = obj.get("messages")
             if messages is None:
+                if "messages" in obj:  # (as a null column of a Parquet row is)
+                    raise _Shape('"messages" is null in this line')
                 raise _Shape('expected an object with a "messages" key (or a list of messages)')
             if len(obj) == 1:  # the common case: only "messages", no per-line options
                 return messages, self.defaults
@@ -1059,6 +1061,8 @@ def _text_of(value) -> str:
         if type(text) is str:
             return text
         if text is None:
+            if "text" in value:
+                raise _Shape('"text" is null in this line')
             raise _Shape('expected a JSON string or an object with a "text" key')
         raise _Shape(f'"text" must be a string, got {_json_type(text)}')
     raise _Shape(f'expected a JSON string or an object with a "text" key, got {_json_type(value)}')
@@ -1488,6 +1492,8 @@ def _completion_of(value) -> tuple[str, str | None]:
     completion = value.get("completion")
     if type(completion) is not str:
         if completion is None:
+            if "completion" in value:
+                raise _Shape('"completion" is null in this line')
             raise _Shape('expected a JSON string or an object with a "completion" key')
         raise _Shape(f'"completion" must be a string, got {_json_type(completion)}')
     prompt = value.get("prompt")
@@ -1553,12 +1559,17 @@ class _ValidateLine(_Handler):
 
     def __call__(self, lineno, value, kept, sink) -> bool:
         try:
-            if type(value) is list or (type(value) is dict and "messages" in value):
+            # (a null "messages" or "text" is not set, as in a Parquet row)
+            if type(value) is list or (type(value) is dict and value.get("messages") is not None):
                 messages, kw = self.conversation(value)
                 render(messages, **kw)
                 self.conversation.warn_unrendered(lineno, messages, sink)
-            elif type(value) is str or (type(value) is dict and "text" in value):
+            elif type(value) is str or (type(value) is dict and value.get("text") is not None):
                 self.check_text(_text_of(value), lineno, sink)
+            elif type(value) is dict and ("messages" in value or "text" in value):
+                null = [k for k in ("messages", "text") if k in value]
+                raise _Shape(" and ".join(f'"{k}"' for k in null)
+                             + (" are" if len(null) > 1 else " is") + " null in this line")
             else:
                 raise _Shape('expected an object with "messages" or "text", a list '
                              f'of messages or a JSON string, got {_json_type(value)}')
