@@ -291,6 +291,34 @@ def test_parse_binary_text_column_and_bad_rows(tmp_path, capsys):
     assert len(read_json_lines(out)) == 1
 
 
+def test_binary_columns_are_utf8_text(tmp_path, capsys):
+    """Every column a command reads as a string may be binary, as "text" may: a binary
+    "completion" and "prompt" used to fail every row ('"completion" must be a string,
+    got an object'). A binary JSON column is UTF-8 too, whatever its first bytes
+    (json.loads of bytes took FF FE for UTF-16)."""
+    from .test_cli import expected_completion, sample_completions
+
+    completions = sample_completions()[:3]
+    table = pa.table({"completion": pa.array([c.encode() for c in completions] + [b"\xffx"],
+                                             pa.binary()),
+                      "prompt": pa.array([None] * 4, pa.large_binary())})
+    src = write(table, tmp_path / "c.parquet")
+    out = tmp_path / "out.jsonl"
+    assert main("completions", src, "--dialect", "apertus-1.5", "-o", out) == 1
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f'{src}:row 4: column "completion": invalid UTF-8 at byte 1: invalid start byte')
+    assert read_json_lines(out) == [expected_completion(c) for c in completions]
+    messages = [{"role": "user", "content": "hi"}]
+    table = pa.table({"messages": pa.array([json.dumps(messages).encode(), b'\xff\xfe"x"'],
+                                           pa.binary()),
+                      "date": pa.array([DATE.encode(), None], pa.binary())})
+    src = write(table, tmp_path / "m.parquet")
+    assert main("render", src, "-o", out) == 1
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f'{src}:row 2: column "messages": invalid UTF-8 at byte 1: invalid start byte')
+    assert read_json_lines(out) == [render(messages, date=DATE)]
+
+
 def test_parse_lone_surrogates_stay_lossless_in_the_json_column(tmp_path, capsys):
     text = render([{"role": "user", "content": "x \ud800 y"}], dialect="apertus-1")
     src = tmp_path / "t.jsonl"

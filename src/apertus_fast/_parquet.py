@@ -43,7 +43,7 @@ from contextlib import suppress
 from typing import Any, Callable, Iterator
 
 from ._io import PARQUET_MAGIC as MAGIC
-from ._io import InputError, InputFile, json_error_reason
+from ._io import InputError, InputFile, json_error_reason, loads_utf8
 
 __all__ = ["MAGIC", "KINDS", "is_parquet_path", "pyarrow_modules", "ParquetInput",
            "ParquetOutput", "column_names", "read_parquet"]
@@ -110,19 +110,27 @@ def _converter(t) -> Callable[[Any], Any] | None:
     return None
 
 
+def _is_binary(t) -> bool:
+    import pyarrow.types as at
+
+    if at.is_dictionary(t):
+        t = t.value_type
+    return at.is_binary(t) or at.is_large_binary(t) or at.is_binary_view(t)
+
+
 def _is_text(t) -> bool:
     import pyarrow.types as at
 
     if at.is_dictionary(t):
         t = t.value_type
-    return (at.is_string(t) or at.is_large_string(t) or at.is_string_view(t)
-            or at.is_binary(t) or at.is_large_binary(t) or at.is_binary_view(t))
+    return at.is_string(t) or at.is_large_string(t) or at.is_string_view(t) or _is_binary(t)
 
 
 def _json_text(value):
-    """A JSON column's value decoded; raises ValueError with a one-line reason."""
+    """A JSON column's value decoded (binary as UTF-8, as a JSONL line); raises
+    ValueError with a one-line reason."""
     try:
-        return json.loads(value)
+        return loads_utf8(value)
     except (ValueError, RecursionError) as exc:
         raise ValueError(json_error_reason(exc)) from None
 
@@ -132,7 +140,7 @@ def _iso_date(value):
 
 
 def _utf8(value):
-    """A binary ``text`` column's value as str; raises ValueError if not UTF-8."""
+    """A binary column's value as str; raises ValueError if not UTF-8."""
     if type(value) is bytes:
         try:
             return value.decode("utf-8")
@@ -250,10 +258,12 @@ class ParquetInput:
 
 def _column_converter(name: str, t):
     """How a column's ``to_pylist`` values become what the commands read (None: as
-    they are): JSON text decoded, binary ``text`` as UTF-8, dates as ISO text."""
+    they are): JSON text decoded, binary as UTF-8 text (every column a command reads
+    as a string: ``text``, ``completion``, ``prompt``, ``tools_text``, ...), dates as
+    ISO text."""
     if name in JSON_COLUMNS and _is_text(t):
         return _json_text
-    if name == "text" and _is_text(t):
+    if _is_binary(t):
         return _utf8
     if name == "date":
         return _iso_date
