@@ -513,6 +513,54 @@ def test_keep_parquet_columns_with_their_arrow_types(tmp_path, capsys):
         ("2026-01-01", {"source": "a", "score": None}), (None, {"source": None, "score": 0.5})]
 
 
+def strict_json(line: str):
+    """json.loads that refuses NaN and Infinity, as JSON (and jq) does."""
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_kept_nan_and_infinity_are_null_in_jsonl(tmp_path, capsys):
+    """JSON has no NaN or Infinity: they were written as bare NaN / Infinity, which jq
+    rejects; now null, as JSON.stringify, orjson and pandas' to_json write them."""
+    nan, inf = float("nan"), float("inf")
+    table = pa.table({
+        "score": pa.array([nan, inf, -inf, 1.5], pa.float64()),
+        "scores": pa.array([[1.0, nan], [inf], [], None], pa.list_(pa.float32())),
+        "meta": pa.array([{"w": nan, "n": 1}, None, {"w": 2.0, "n": None}, {"w": None, "n": 3}],
+                         pa.struct([("w", pa.float64()), ("n", pa.int64())])),
+        "m": pa.array([[("a", nan)], [], None, [("b", 0.5), ("b", 1.0)]],
+                      pa.map_(pa.string(), pa.float64())),
+        "raw": pa.array([b"ok", b"\xff!", None, "é".encode()], pa.binary()),
+        "messages": [json.dumps([{"role": "user", "content": "hi"}])] * 4,
+    })
+    src = write(table, tmp_path / "nan.parquet")
+    for jobs in ("1", "2"):
+        out = tmp_path / f"out{jobs}.jsonl"
+        assert main("render", src, "-o", out, "--date", DATE, "--keep", "score,scores,meta,m,raw",
+                    "-j", jobs) == 0
+        records = [strict_json(line) for line in out.read_text().splitlines()]
+        assert [(r["score"], r["scores"], r["meta"]) for r in records] == [
+            (None, [1.0, None], {"w": None, "n": 1}),
+            (None, [None], None),
+            (None, [], {"w": 2.0, "n": None}),
+            (1.5, None, {"w": None, "n": 3})]
+        # (as docs/cli.md says: a map as [key, value] pairs, keys repeated as stored;
+        # binary as UTF-8 text, a byte that is not UTF-8 as a \xff escape)
+        assert [r["m"] for r in records] == [[["a", None]], [], None, [["b", 0.5], ["b", 1.0]]]
+        assert [r["raw"] for r in records] == ["ok", "\\xff!", None, "é"]
+    # NaN in a JSONL line (json.loads reads it), kept by each command that keeps
+    src = tmp_path / "nan.jsonl"
+    text = render([{"role": "user", "content": "hi"}], dialect="apertus-1")
+    src.write_text('{"id": NaN, "x": [Infinity, 1], "messages": [], "text": %s, "completion": "hi"}\n'
+                   % json.dumps(text))
+    out = tmp_path / "out.jsonl"
+    for argv in (["render", "--date", DATE], ["parse", "--dialect", "apertus-1"], ["completions"]):
+        assert main(argv[0], src, *argv[1:], "-o", out, "--keep", "id,x") == 0
+        [record] = [strict_json(line) for line in out.read_text().splitlines()]
+        assert (record["id"], record["x"]) == (None, [None, 1]), argv
+
+
 def test_keep_from_jsonl_into_parquet_infers_types(tmp_path, capsys):
     msgs = [{"role": "user", "content": "hi"}]
     lines = [{"id": 1, "tag": None, "mixed": "a", "messages": msgs},
