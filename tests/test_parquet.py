@@ -587,6 +587,74 @@ def test_keep_from_jsonl_into_parquet_infers_types(tmp_path, capsys):
         {"id": 4, "tag": None, "mixed": None}]
 
 
+def test_keep_from_jsonl_a_value_arrow_would_change_fails_its_row(tmp_path, capsys):
+    """pyarrow converts without a word: 1.5 into an int64 column became 1, a key that a
+    struct column has no field for was dropped ({"b": "lost"} became {"a": null}), a
+    string into a list column became its characters. Such a row now fails as the docs
+    say; a value that Arrow holds as it is (3.0 in an int64 column, {} in a struct
+    column) does not. A lone surrogate in the first row group fails its row and leaves
+    the column a string column (it made the whole column JSON text), with -j too."""
+    msgs = [{"role": "user", "content": "hi"}]
+    lines = [{"id": "a", "n": 1, "meta": {"a": 1}, "tags": ["x"]},
+             {"id": "bad-\udc00", "n": 2, "meta": {"a": 2}, "tags": []},   # (first group)
+             {"id": "c", "n": 1.5},
+             {"id": "d", "meta": {"a": 4, "b": "lost"}},
+             {"id": "e", "tags": "xy"},
+             {"id": "f", "n": 3.0, "meta": {}, "tags": None},
+             {"id": "g", "tags": ["y", 7]}]
+    src = tmp_path / "k.jsonl"
+    src.write_text("".join(json.dumps({**v, "messages": msgs}) + "\n" for v in lines))
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(_parquet.ParquetOutput.__init__, "__defaults__", (2, 16 << 20))
+    outputs = []
+    try:
+        for jobs in ("1", "2"):
+            out = tmp_path / f"out{jobs}.parquet"
+            assert main("render", src, "-o", out, "--date", DATE, "--keep", "id,n,meta,tags",
+                        "-j", jobs) == 1
+            err = capsys.readouterr().err.splitlines()
+            assert err[:-1] == [
+                f'{src}:2: cannot write "id" to Parquet: it holds a lone surrogate '
+                "(Parquet strings are UTF-8)",
+                f'{src}:3: cannot write "n" to Parquet as int64: 1.5 would be stored as 1',
+                f'{src}:4: cannot write "meta" to Parquet as struct<a: int64>: '
+                '{"a": 4, "b": "lost"} would be stored as {"a": 4}',
+                f'{src}:5: cannot write "tags" to Parquet as list<item: string>: "xy" would be '
+                'stored as ["x", "y"]',
+                f'{src}:7: cannot write "tags" to Parquet as list<item: string>: Expected bytes, '
+                "got a 'int' object"], err
+            outputs.append(out.read_bytes())
+    finally:
+        monkeypatch.undo()
+    assert outputs[0] == outputs[1]
+    got = pq.read_table(tmp_path / "out1.parquet")
+    assert [got.schema.field(c).type for c in ("id", "n", "meta", "tags")] == [
+        pa.string(), pa.int64(), pa.struct([("a", pa.int64())]), pa.list_(pa.string())]
+    assert got.select(["id", "n", "meta", "tags"]).to_pylist() == [
+        {"id": "a", "n": 1, "meta": {"a": 1}, "tags": ["x"]},
+        {"id": "f", "n": 3, "meta": {"a": None}, "tags": None}]
+
+
+@pytest.mark.parametrize("values, arrow_type", [
+    ([1, 2.5], pa.float64()),                       # numbers: a double holds both
+    ([{"a": 1}, {"b": "x"}], pa.struct([("a", pa.int64()), ("b", pa.string())])),
+    ([{}, {}], None),                               # a struct of no field holds nothing more
+    ([[], []], None),                               # nor does a list of nulls
+    ([{"a": []}], None),
+    (["a", 3], None),                               # no common type
+    ([True, 1], None),
+    (["x\udc00", "y"], pa.string()),                # (that row fails; the column is text)
+])
+def test_keep_type_inferred_from_the_first_row_group(values, arrow_type):
+    """The type inferred for a kept column of JSON values: one that holds each of them
+    as it is, or JSON text (None here)."""
+    table = _parquet.ParquetOutput(None, "render", lambda row, reason: None,
+                                   keep=[("k", None)])
+    table._infer([(i, ("t", v)) for i, v in enumerate(values)])
+    assert table._types[1] == (pa.string() if arrow_type is None else arrow_type)
+    assert (1 in table._json) == (arrow_type is None)
+
+
 def test_keep_with_parse(tmp_path, capsys):
     text = render([{"role": "user", "content": "hi"}], dialect="apertus-1")
     src = tmp_path / "t.jsonl"

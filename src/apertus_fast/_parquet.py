@@ -367,6 +367,77 @@ GROUP_ROWS = 10_000
 GROUP_CHARS = 16 << 20
 
 
+def _holds(value, stored) -> bool:
+    """Whether ``stored`` (what Arrow gives back) is the JSON value ``value``: pyarrow
+    converts without a word a fraction to an integer column (1.5 becomes 1), ``true``
+    to a double, a string to a list column (its characters), and a struct column drops
+    the keys it has no field for. Numbers compare by value (an integer in a double
+    column is that double), and a struct's fields that the value lacks are null."""
+    stack = [(value, stored)]
+    while stack:
+        a, b = stack.pop()
+        ta, tb = type(a), type(b)
+        if a is None or ta is bool or tb is bool:
+            if a is not b:
+                return False
+        elif ta is int or ta is float:
+            if not (tb is int or tb is float) or (a != b and not (a != a and b != b)):
+                return False
+        elif ta is str:
+            if tb is not str or a != b:
+                return False
+        elif ta is list:
+            if tb is not list or len(a) != len(b):
+                return False
+            stack.extend(zip(a, b))
+        elif ta is dict:
+            if tb is not dict or any(k not in b for k in a):
+                return False
+            if any(v is not None for k, v in b.items() if k not in a):
+                return False  # (no such key can come back)
+            stack.extend((v, b[k]) for k, v in a.items())
+        elif a != b:  # (values from Python callers: whatever they compare as)
+            return False
+    return True
+
+
+def _excerpt(value) -> str:
+    """A value as JSON, cut to about 40 characters, for a message."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _without_surrogates(value):
+    """A JSON value with every lone surrogate replaced (by ``?``), to infer its type:
+    a string that holds one has no UTF-8, and fails its own row."""
+    t = type(value)
+    if t is str:
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if t is list:
+        return [_without_surrogates(v) for v in value]
+    if t is dict:
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _holds_nothing(t) -> bool:
+    """Whether an inferred type has a part that can hold no value: a list of nulls or a
+    struct without fields (values that were all ``[]`` or ``{}``)."""
+    import pyarrow.types as at
+
+    if at.is_null(t) or (at.is_struct(t) and t.num_fields == 0):
+        return True
+    if at.is_struct(t):
+        return any(_holds_nothing(t.field(i).type) for i in range(t.num_fields))
+    if at.is_list(t) or at.is_large_list(t):
+        return _holds_nothing(t.value_type)
+    return False
+
+
+class _Unfit(ValueError):
+    """A value that Arrow would store as another value (:func:`_holds`)."""
+
+
 def _row_values(names: list, d: dict, kept: tuple) -> tuple:
     """A row given as a dict keyed by the leading column names (a missing key is null),
     then the ``keep`` values, as the tuple of its columns."""
@@ -382,10 +453,16 @@ class RowEncoder:
     ``--jobs`` workers prepare their rows (:meth:`prepare`) for
     :meth:`ParquetOutput.add_prepared`."""
 
-    def __init__(self, names: list, types: list, json_columns):
+    def __init__(self, names: list, types: list, json_columns, exact=()):
         self.names = list(names)
         self.types = list(types)
         self.json = frozenset(json_columns)
+        #: columns whose type was inferred from JSON values: a value must come back as
+        #: it was (_holds); a string column need not be checked (pyarrow refuses
+        #: anything but text there)
+        pa, _ = pyarrow_modules()
+        self.exact = frozenset(i for i in exact if i not in self.json
+                               and not pa.types.is_string(self.types[i]))
 
     def encoded(self, values: tuple, ascii: bool = False) -> tuple:
         if not self.json:
@@ -394,21 +471,33 @@ class RowEncoder:
                      if i in self.json else v for i, v in enumerate(values))
 
     def batch(self, rows: list):
+        """The rows as a record batch; raises what pyarrow raises, or :class:`_Unfit`
+        when a value of an inferred column would be stored as another."""
         pa, _ = pyarrow_modules()
-        arrays = [pa.array([r[i] for r in rows], type=t) for i, t in enumerate(self.types)]
+        arrays = []
+        for i, t in enumerate(self.types):
+            values = [r[i] for r in rows]
+            array = pa.array(values, type=t)
+            if i in self.exact and not _holds(values, array.to_pylist()):
+                raise _Unfit(self.names[i])
+            arrays.append(array)
         return pa.record_batch(arrays, names=self.names)
 
     def why(self, values: tuple) -> str:
         """Why one row cannot be written: the first column that fails, and how."""
         pa, _ = pyarrow_modules()
-        for name, t, v in zip(self.names, self.types, values):
+        for i, (name, t, v) in enumerate(zip(self.names, self.types, values)):
             try:
-                pa.array([v], type=t)
+                array = pa.array([v], type=t)
             except UnicodeEncodeError:
                 return (f'cannot write "{name}" to Parquet: it holds a lone surrogate '
                         "(Parquet strings are UTF-8)")
             except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
                 return f'cannot write "{name}" to Parquet as {t}: {exc}'
+            stored = array.to_pylist()[0]
+            if i in self.exact and not _holds(v, stored):
+                return (f'cannot write "{name}" to Parquet as {t}: {_excerpt(v)} would be '
+                        f"stored as {_excerpt(stored)}")
         return "cannot write the row to Parquet"  # pragma: no cover - every column passed
 
     def encode(self, rows: list) -> tuple:
@@ -458,9 +547,11 @@ class ParquetOutput:
     ``{name, arguments}`` structs, ``messages`` as JSON text) or ``"openai"``
     (``message`` as JSON text, ``finish_reason``). ``keep`` adds
     columns after those: ``(name, Arrow type)`` pairs, the type ``None`` when it is not
-    known (values from JSONL): it is then inferred from the first row group (string when
-    the column is null in all of it, JSON text when its values have no common type), and
-    later values that do not fit it fail their row.
+    known (values from JSONL): it is then inferred from the first row group (the type
+    that holds each value as it is; string when the column is null in all of it, JSON
+    text when its values have no common type or are all empty), and later values that
+    do not fit it fail their row, also those that pyarrow would store as another value
+    (1.5 in an int64 column, a key a struct has no field for).
 
     ``f`` is a binary file (from ``atomic_output``). A row that cannot be written fails
     alone and is reported with ``on_error(row, reason)``: Parquet strings are UTF-8,
@@ -482,6 +573,8 @@ class ParquetOutput:
             raise ValueError(f"duplicate column names: {self._names}")
         self._types = [t for _, t in columns]
         self._json = {i for i, (_n, t) in enumerate(_KIND_COLUMNS[kind]) if t == "json"}
+        #: the columns whose type is inferred from the first row group
+        self._inferred = {i for i, t in enumerate(self._types) if t is None}
         self._f = f
         self._writer = None  # made at the first write, when every type is known
         self._on_error = on_error
@@ -516,7 +609,7 @@ class ParquetOutput:
         the first row group."""
         if any(t is None for t in self._types):
             return None
-        return RowEncoder(self._names, self._types, self._json)
+        return RowEncoder(self._names, self._types, self._json, self._inferred)
 
     def add_prepared(self, prepared: tuple, before_row=None) -> None:
         """Queue rows that a worker's :meth:`RowEncoder.prepare` made into a record
@@ -549,13 +642,34 @@ class ParquetOutput:
         for i, t in enumerate(self._types):
             if t is not None:
                 continue
-            values = [v[i] for _, v in rows if v[i] is not None]
-            try:
-                t = pa.array(values).type
-            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            t = self._common_type([v[i] for _, v in rows if v[i] is not None])
+            if t is None:
                 self._json.add(i)  # no common Arrow type: keep the values as JSON text
                 t = pa.string()
-            self._types[i] = pa.string() if pa.types.is_null(t) else t
+            self._types[i] = t
+
+    def _common_type(self, values: list):
+        """The Arrow type that holds each of these JSON values as it is (string when
+        there are none); None when there is none."""
+        pa = self._pa
+        failures = (pa.ArrowException, TypeError, ValueError, OverflowError)
+        if not values:
+            return pa.string()
+        try:
+            array = pa.array(values)
+        except UnicodeEncodeError:
+            # a lone surrogate ("\udc00" in the input) has no UTF-8: that row fails,
+            # as it would in a later row group, and the others decide the type
+            values = _without_surrogates(values)
+            try:
+                array = pa.array(values)
+            except failures:
+                return None
+        except failures:
+            return None
+        if _holds_nothing(array.type) or not _holds(values, array.to_pylist()):
+            return None  # (Arrow would change a value, or hold nothing more)
+        return array.type
 
     def flush(self) -> None:
         """Write the queued rows as one row group."""
@@ -573,7 +687,8 @@ class ParquetOutput:
             return
         if self._writer is None:
             self._infer(rows)
-        batch, failed = RowEncoder(self._names, self._types, self._json).encode(rows)
+        encoder = RowEncoder(self._names, self._types, self._json, self._inferred)
+        batch, failed = encoder.encode(rows)
         for row, reason in failed:
             self._on_error(row, reason)
         if batch is not None:
