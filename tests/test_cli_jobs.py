@@ -283,6 +283,24 @@ def test_parquet_output_rows_prepared_by_the_workers(tmp_path, capsys, monkeypat
     assert meta.num_rows == len(rows) - 8 and meta.num_row_groups > 1
 
 
+@pytest.mark.parametrize("extra", [[], ["--openai"]])
+def test_parquet_output_row_groups_count_every_column(tmp_path, capsys, monkeypatch, extra):
+    """Row groups end at the characters of every column (here the completions' reasoning
+    and messages, or the OpenAI message), at the same rows with the workers' prepared
+    batches as in one process."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    completions = sample_completions()
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"completion": completions, "id": list(range(len(completions)))}), src)
+    monkeypatch.setattr(cli._parquet, "GROUP_CHARS", 2000)
+    status, _, err, data = same_as_one_process(
+        tmp_path, capsys, monkeypatch, ["completions", src, "--keep", "id", *extra], "out.parquet")
+    assert status == 0, err
+    meta = pq.ParquetFile(tmp_path / "out.parquet").metadata
+    assert meta.num_rows == len(completions) and meta.num_row_groups > 2
+
+
 def test_parquet_row_groups_go_to_the_workers(tmp_path, monkeypatch):
     """Several row groups, none too big: the workers read them (this process sends
     no rows); one big row group, or a stream: this process reads the batches."""

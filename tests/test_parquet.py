@@ -359,6 +359,29 @@ def test_output_row_groups_keep_order(tmp_path):
         f"text {i}" for i in range(10)]
 
 
+@pytest.mark.parametrize("kind, row", [
+    ("render", ("x" * 1000,)),
+    ("spans", ("x" * 1000, [[0, 1000]])),
+    # the text is inside a list (parse's "messages"), a dict ("message" of --openai),
+    # or a column after the first ("reasoning" of completions): only the rows counted
+    ("parse", ([{"role": "user", "content": "x" * 1000}], "apertus-1")),
+    ("openai", ({"role": "assistant", "content": None, "reasoning_content": "x" * 1000},)),
+    ("completions", ("", "x" * 1000)),
+])
+def test_output_row_groups_end_at_the_characters_of_any_column(tmp_path, kind, row):
+    """A row group ends once its rows hold group_chars characters of text, wherever the
+    text is (so what the output holds in memory is bounded): 40 rows of 4.4 M
+    characters of parse output used to make one row group (1.8 GB resident)."""
+    with open(tmp_path / "g.parquet", "wb") as f:
+        table = _parquet.ParquetOutput(f, kind, lambda row, why: None, group_chars=2500,
+                                       keep=[("id", pa.int64())])
+        for i in range(10):
+            table.add_dict(i + 1, dict(zip(_parquet.column_names(kind), row)), (i,))
+        table.close()
+    meta = pq.ParquetFile(tmp_path / "g.parquet").metadata
+    assert meta.num_rows == 10 and meta.num_row_groups == 4  # 3 rows (3,000 characters and some) a group
+
+
 def test_require_and_is_parquet_path(tmp_path):
     assert _parquet.is_parquet_path("a/b.PARQUET") and not _parquet.is_parquet_path("-")
     assert not _parquet.is_parquet_path(None) and not _parquet.is_parquet_path("x.jsonl")
@@ -650,7 +673,9 @@ def test_keep_type_inferred_from_the_first_row_group(values, arrow_type):
     as it is, or JSON text (None here)."""
     table = _parquet.ParquetOutput(None, "render", lambda row, reason: None,
                                    keep=[("k", None)])
-    table._infer([(i, ("t", v)) for i, v in enumerate(values)])
+    for i, v in enumerate(values):
+        table.add(i + 1, ("t", v))
+    table._infer(table._rows)
     assert table._types[1] == (pa.string() if arrow_type is None else arrow_type)
     assert (1 in table._json) == (arrow_type is None)
 

@@ -361,10 +361,27 @@ def column_names(kind: str) -> list[str]:
     return [name for name, _ in _KIND_COLUMNS[kind]]
 
 
-#: A row group of ParquetOutput ends after this many rows, or once its first column
-#: holds this many characters, whichever comes first.
+#: A row group of ParquetOutput ends after this many rows, or once its rows hold this
+#: many characters of text (:func:`_text_size`), whichever comes first.
 GROUP_ROWS = 10_000
 GROUP_CHARS = 16 << 20
+
+
+def _text_size(values) -> int:
+    """The characters of text that these values hold: their strings (bytes count one a
+    byte), also inside lists and dicts (kept values), keys left out."""
+    n = 0
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is str or t is bytes:
+            n += len(v)
+        elif t is list or t is tuple:
+            stack.extend(v)
+        elif t is dict:
+            stack.extend(v.values())
+    return n
 
 
 def _holds(value, stored) -> bool:
@@ -438,6 +455,11 @@ class _Unfit(ValueError):
     """A value that Arrow would store as another value (:func:`_holds`)."""
 
 
+#: JSON text as json.dumps writes it (json.dumps makes an encoder a call).
+_ENCODE_UNICODE = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODE_ASCII = json.JSONEncoder().encode
+
+
 def _row_values(names: list, d: dict, kept: tuple) -> tuple:
     """A row given as a dict keyed by the leading column names (a missing key is null),
     then the ``keep`` values, as the tuple of its columns."""
@@ -464,11 +486,34 @@ class RowEncoder:
         self.exact = frozenset(i for i in exact if i not in self.json
                                and not pa.types.is_string(self.types[i]))
 
-    def encoded(self, values: tuple, ascii: bool = False) -> tuple:
-        if not self.json:
+    def encoded(self, values: tuple, ascii: bool = False, columns=None) -> tuple:
+        """``values`` with those of the JSON-text columns (or of ``columns``) as JSON
+        text, ASCII-escaped with ``ascii``."""
+        columns = self.json if columns is None else columns
+        if not columns:
             return values
-        return tuple((None if v is None else json.dumps(v, ensure_ascii=ascii))
-                     if i in self.json else v for i, v in enumerate(values))
+        encode = _ENCODE_ASCII if ascii else _ENCODE_UNICODE
+        out = list(values)
+        for i in columns:
+            if out[i] is not None:
+                out[i] = encode(out[i])
+        return tuple(out)
+
+    def sized(self, values: tuple) -> tuple:
+        """``(values encoded, characters of text they hold)``: the JSON-text columns'
+        JSON text (the encoding :meth:`encode` needs anyway) counted by its length, the
+        strings of the other columns also in lists and dicts (:func:`_text_size`).
+        What bounds a row group besides its rows: the memory it holds until it is
+        written."""
+        encoded = self.encoded(values)
+        n = 0
+        for v in encoded:
+            t = type(v)
+            if t is str or t is bytes:
+                n += len(v)
+            elif v and (t is list or t is dict or t is tuple):
+                n += _text_size((v,))
+        return encoded, n
 
     def batch(self, rows: list):
         """The rows as a record batch; raises what pyarrow raises, or :class:`_Unfit`
@@ -500,19 +545,26 @@ class RowEncoder:
                         f"stored as {_excerpt(stored)}")
         return "cannot write the row to Parquet"  # pragma: no cover - every column passed
 
-    def encode(self, rows: list) -> tuple:
+    def encode(self, rows: list, done=frozenset()) -> tuple:
         """``(record batch of the rows that can be written or None, [(row, reason)]
-        for those that cannot, in order)`` for ``rows`` of ``(row, values)``."""
+        for those that cannot, in order)`` for ``rows`` of ``(row, values, encoded)``:
+        ``encoded`` is ``values`` with the JSON-text columns ``done`` encoded already
+        (:meth:`sized`)."""
         pa, _ = pyarrow_modules()
         failures = (UnicodeEncodeError, pa.ArrowException, TypeError, ValueError, OverflowError)
+        rest = self.json - done
+        if rest:
+            rows = [(row, values, self.encoded(encoded, columns=rest))
+                    for row, values, encoded in rows]
         try:
-            return self.batch([self.encoded(v) for _, v in rows]), []
+            return self.batch([encoded for _, _, encoded in rows]), []
         except failures:
             pass
         kept, failed = [], []
-        for row, values in rows:
+        for row, values, encoded in rows:
             for ascii in (False, True):
-                encoded = self.encoded(values, ascii=ascii)
+                if ascii:
+                    encoded = self.encoded(values, ascii=True)
                 try:
                     self.batch([encoded])
                 except failures:
@@ -525,20 +577,20 @@ class RowEncoder:
 
     def prepare(self, rows: list) -> tuple:
         """In a worker: the rows a handler added (``(row, values)`` or ``(row, dict,
-        kept)``) as ``(record batch or None, [(row, characters of its first column,
+        kept)``) as ``(record batch or None, [(row, characters of text it holds,
         None or why it fails)])`` for :meth:`ParquetOutput.add_prepared`."""
         rows = [(r[0], r[1] if len(r) == 2 else _row_values(self.names, r[1], r[2])) for r in rows]
-        batch, failed = self.encode(rows)
+        sized = [(row, values, *self.sized(values)) for row, values in rows]
+        batch, failed = self.encode([r[:3] for r in sized], self.json)
         reasons = dict(failed)
-        return batch, [(row, len(v[0]) if type(v[0]) is str else 0, reasons.get(row))
-                       for row, v in rows]
+        return batch, [(row, n, reasons.get(row)) for row, _, _, n in sized]
 
 
 class ParquetOutput:
     """Rows written to a Parquet file, one row group per ``group_rows`` rows or
-    ``group_chars`` characters of text (the first column), whichever comes first: the
-    queued rows, their Arrow copy and the writer's pages are what the output holds in
-    memory.
+    ``group_chars`` characters of text (the strings the rows hold, the JSON text of
+    JSON-text columns: :meth:`RowEncoder.sized`), whichever comes first: the queued rows, their Arrow copy and the writer's pages are
+    what the output holds in memory.
 
     ``kind`` picks the columns: ``"render"`` (``text``), ``"spans"`` (``text``,
     ``spans`` as ``[[start, end], ...]``), ``"parse"`` (the fields of
@@ -575,12 +627,14 @@ class ParquetOutput:
         self._json = {i for i, (_n, t) in enumerate(_KIND_COLUMNS[kind]) if t == "json"}
         #: the columns whose type is inferred from the first row group
         self._inferred = {i for i, t in enumerate(self._types) if t is None}
+        #: encodes the kind's JSON-text columns as rows come, and counts their text
+        self._sizer = RowEncoder(self._names, self._types, frozenset(self._json))
         self._f = f
         self._writer = None  # made at the first write, when every type is known
         self._on_error = on_error
         self._group_rows = GROUP_ROWS if group_rows is None else group_rows
         self._group_chars = GROUP_CHARS if group_chars is None else group_chars
-        self._rows: list[tuple[int, tuple]] = []
+        self._rows: list[tuple[int, tuple, tuple]] = []  # (row, values, encoded)
         self._chars = 0
         # rows prepared by --jobs workers (add_prepared): slices of their record
         # batches, the rows that failed, and how many rows the group has so far
@@ -592,9 +646,9 @@ class ParquetOutput:
     def add(self, row: int, values: tuple) -> None:
         """Queue one row: ``values`` in column order (JSON-text columns as the Python
         values, encoded here)."""
-        self._rows.append((row, values))
-        first = values[0]
-        self._chars += len(first) if type(first) is str else 0
+        encoded, size = self._sizer.sized(values)
+        self._rows.append((row, values, encoded))
+        self._chars += size
         if len(self._rows) >= self._group_rows or self._chars >= self._group_chars:
             self.flush()
 
@@ -605,11 +659,12 @@ class ParquetOutput:
 
     def row_encoder(self) -> "RowEncoder | None":
         """What turns rows into record batches, for ``--jobs`` workers to do it (see
-        :meth:`add_prepared`); None while a column's type is still to be inferred from
-        the first row group."""
-        if any(t is None for t in self._types):
+        :meth:`add_prepared`); None when a column's type is inferred from the first
+        row group (kept JSONL values: those rows come back as they are, and are
+        counted and encoded here)."""
+        if self._inferred:
             return None
-        return RowEncoder(self._names, self._types, self._json, self._inferred)
+        return RowEncoder(self._names, self._types, self._json)
 
     def add_prepared(self, prepared: tuple, before_row=None) -> None:
         """Queue rows that a worker's :meth:`RowEncoder.prepare` made into a record
@@ -642,7 +697,7 @@ class ParquetOutput:
         for i, t in enumerate(self._types):
             if t is not None:
                 continue
-            t = self._common_type([v[i] for _, v in rows if v[i] is not None])
+            t = self._common_type([v[i] for _, v, _ in rows if v[i] is not None])
             if t is None:
                 self._json.add(i)  # no common Arrow type: keep the values as JSON text
                 t = pa.string()
@@ -688,7 +743,7 @@ class ParquetOutput:
         if self._writer is None:
             self._infer(rows)
         encoder = RowEncoder(self._names, self._types, self._json, self._inferred)
-        batch, failed = encoder.encode(rows)
+        batch, failed = encoder.encode(rows, self._sizer.json)
         for row, reason in failed:
             self._on_error(row, reason)
         if batch is not None:
