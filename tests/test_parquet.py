@@ -219,6 +219,48 @@ def test_parquet_on_stdin(tmp_path, monkeypatch, capsys):
     assert read_json_lines(out) == expected_lines(values)
 
 
+def test_gzipped_parquet(tmp_path, monkeypatch, capsys):
+    """A gzipped Parquet file is recognised by the magic bytes inside and read (it was
+    read as text: a row of invalid UTF-8 errors), from a file, with -j, and on stdin;
+    a corrupt stream, or a temporary file that cannot be written, is exit 2."""
+    import gzip
+    import io
+
+    values = sample_values()[:5]
+    data = gzip.compress(write(json_table(values), tmp_path / "c.parquet").read_bytes())
+    src = tmp_path / "c.parquet.gz"
+    src.write_bytes(data)
+    out = tmp_path / "out.jsonl"
+    for jobs in ("1", "2"):
+        assert main("render", src, "-o", out, "--date", DATE, "-j", jobs) == 0
+        assert read_json_lines(out) == expected_lines(values)
+    assert main("validate", src, "--format", "parquet") == 0
+    capsys.readouterr()
+
+    class Stdin:
+        buffer = io.BufferedReader(io.BytesIO(data))
+
+    monkeypatch.setattr(sys, "stdin", Stdin())
+    assert main("render", "-", "-o", out, "--date", DATE) == 0
+    assert read_json_lines(out) == expected_lines(values)
+    capsys.readouterr()
+    cut = tmp_path / "cut.parquet.gz"
+    cut.write_bytes(data[:len(data) // 2])
+    assert main("render", cut, "-o", tmp_path / "no.jsonl") == 2
+    assert f"apertus-fast: error: cannot read {cut}: " in capsys.readouterr().err
+    assert not (tmp_path / "no.jsonl").exists()
+
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    import tempfile
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda **kw: Full())
+    assert main("render", src, "-o", tmp_path / "no.jsonl") == 2
+    assert capsys.readouterr().err == (f"apertus-fast: error: cannot read {src}: cannot decompress "
+                                       "it into a temporary file: No space left on device\n")
+
+
 def test_text_mode_cannot_write_parquet(tmp_path, capsys):
     src = write(json_table(sample_values()[:1]), tmp_path / "c.parquet")
     assert main("render", src, "--text", "-o", tmp_path / "out.parquet") == 2

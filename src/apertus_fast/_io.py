@@ -123,8 +123,8 @@ class InputFile:
     messages (``"<stdin>"`` for stdin); ``size`` is the size in bytes on disk when known
     (a regular file; compressed size for gzip), else ``None``; :meth:`position` is how
     many of those bytes have been consumed so far (for a progress bar). ``parquet`` says
-    whether the content is a Parquet file (its magic bytes), which ``_parquet`` reads
-    from :attr:`raw` instead of line by line.
+    whether the content is a Parquet file (its magic bytes, gzipped or not), which
+    ``_parquet`` reads from :attr:`raw` (or decompressed) instead of line by line.
     """
 
     def __init__(self, path: str | os.PathLike | None = "-", *, stdin: IO | None = None):
@@ -154,8 +154,13 @@ class InputFile:
             pass
         head = _peek(raw, 4)
         self.compressed = head[:2] == _GZIP_MAGIC
-        self.parquet = head == PARQUET_MAGIC
         self._file: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
+        if self.compressed:  # (a gzipped Parquet file: the magic bytes inside)
+            try:
+                head = self._file.peek(4)[:4]
+            except _READ_ERRORS:
+                head = b""  # (a corrupt gzip stream: reported where it is read)
+        self.parquet = head == PARQUET_MAGIC
 
     @property
     def raw(self):

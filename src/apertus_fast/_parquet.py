@@ -154,8 +154,9 @@ class ParquetInput:
 
     ``inp`` is an :class:`~apertus_fast._io.InputFile` whose content starts with
     :data:`MAGIC`. A regular file is read in place (Parquet needs its footer first);
-    anything else (a pipe) is read into memory. Raises :class:`InputError` when it is
-    not a valid Parquet file.
+    a gzipped one is decompressed into an unnamed temporary file (in ``TMPDIR``, gone
+    when it is closed or the process ends); anything else (a pipe) is read into
+    memory. Raises :class:`InputError` when it is not a valid Parquet file.
     """
 
     def __init__(self, inp: InputFile):
@@ -163,8 +164,15 @@ class ParquetInput:
         self.name = inp.name
         self._errors = (pa.ArrowException, OSError)
         raw = inp.raw
+        #: a gzipped file's decompressed copy (InputError if it cannot be made)
+        self._temp = _decompressed(inp) if inp.compressed else None
         try:
-            source = raw if inp.size is not None and raw.seekable() else pa.BufferReader(raw.read())
+            if self._temp is not None:
+                source = self._temp
+            elif inp.size is not None and raw.seekable():
+                source = raw
+            else:
+                source = pa.BufferReader(raw.read())
             self._file = pq.ParquetFile(source)
             self.schema = self._file.schema_arrow
         except self._errors as exc:
@@ -254,6 +262,35 @@ class ParquetInput:
     def field_types(self, columns) -> list:
         """The Arrow types of these columns."""
         return [self.schema.field(c).type for c in columns]
+
+
+def _decompressed(inp: InputFile):
+    """A gzipped input decompressed into an unnamed temporary file (Parquet is read
+    from its end, which a gzip stream cannot seek to), at its start. Raises
+    :class:`InputError` for a corrupt stream or a temporary file that cannot be
+    written (a full ``TMPDIR``)."""
+    import tempfile
+
+    try:
+        temp = tempfile.TemporaryFile(prefix="apertus-fast-")
+    except OSError as exc:
+        raise InputError(f"cannot read {inp.name}: cannot make a temporary file to "
+                         f"decompress it into: {exc.strerror or exc}") from exc
+    try:
+        while True:
+            data = inp.read_block(1 << 20)  # (InputError for a corrupt gzip stream)
+            if not data:
+                break
+            try:
+                temp.write(data)
+            except OSError as exc:
+                raise InputError(f"cannot read {inp.name}: cannot decompress it into a "
+                                 f"temporary file: {exc.strerror or exc}") from exc
+        temp.seek(0)
+    except BaseException:
+        temp.close()
+        raise
+    return temp
 
 
 def _column_converter(name: str, t):
