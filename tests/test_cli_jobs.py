@@ -301,6 +301,53 @@ def test_parquet_output_row_groups_count_every_column(tmp_path, capsys, monkeypa
     assert meta.num_rows == len(completions) and meta.num_row_groups > 2
 
 
+def damaged_parquet(path, pq, pa, row_group_size=None, damaged=0):
+    """A Parquet file of 3,000 texts that do not parse (a problem a row) whose column
+    data is damaged in row group ``damaged``: from 5 bytes into its first page (a row
+    group of its own), or in the middle of its pages (one row group of many pages)."""
+    table = pa.table({"text": [f"bad {i}" for i in range(3000)]})
+    pq.write_table(table, path, row_group_size=row_group_size, data_page_size=2000,
+                   use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(damaged).column(0)
+    at = chunk.data_page_offset + (5 if row_group_size else chunk.total_compressed_size // 2)
+    data = bytearray(path.read_bytes())
+    for i in range(at, at + 50):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("row_group_size, first_bad", [(300, 1501), (None, None)])
+def test_a_damaged_parquet_file_is_reported_alike(tmp_path, capsys, monkeypatch, row_group_size,
+                                                   first_bad):
+    """Parquet data damaged partway: with -j as without, every row before the damage
+    that can be read is handled (its problem reported), and the error names the input
+    as given and the first row not handled, on one line. With -j it used to name the
+    worker's absolute path and the first row of its task, and the rows of that task
+    before the damage (or of the batches in flight) went unreported."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    monkeypatch.chdir(tmp_path)
+    damaged_parquet(tmp_path / "d.parquet", pq, pa, row_group_size, damaged=5 if row_group_size else 0)
+    for batch_rows in (1024, 100):  # (a run of row groups a task, read alike)
+        monkeypatch.setattr(cli._parquet, "BATCH_ROWS", batch_rows)
+        base = run(capsys, ["validate", "d.parquet"])
+        status, out, err = base
+        assert status == 2 and len(err) == 1, err
+        found = re.fullmatch(r"apertus-fast: error: cannot read d\.parquet \(row (\d+)\): \S.*", err[0])
+        assert found and err[0].isprintable(), err
+        row = int(found.group(1))
+        assert row == (first_bad or row) and 1 < row < 3000
+        assert [line.split(":")[1] for line in out.splitlines()] == [f"row {i}" for i in range(1, row)]
+        for jobs in ("2", "3"):
+            assert run(capsys, ["validate", "d.parquet", "-j", jobs]) == base, (jobs, batch_rows)
+        # the same with an output: no file
+        for jobs in ("1", "2"):
+            status, _, err = run(capsys, ["parse", "d.parquet", "-o", "out.jsonl", "-j", jobs])
+            assert status == 2 and err[-1] == base[2][0] and not (tmp_path / "out.jsonl").exists()
+            assert len(err) == row  # the rows before it, reported
+
+
 def test_parquet_row_groups_go_to_the_workers(tmp_path, monkeypatch):
     """Several row groups, none too big: the workers read them (this process sends
     no rows); one big row group, or a stream: this process reads the batches."""

@@ -46,7 +46,7 @@ from ._io import PARQUET_MAGIC as MAGIC
 from ._io import InputError, InputFile, json_error_reason, loads_utf8
 
 __all__ = ["MAGIC", "KINDS", "is_parquet_path", "pyarrow_modules", "ParquetInput",
-           "ParquetOutput", "column_names", "read_parquet"]
+           "ParquetOutput", "UnreadableRows", "column_names", "read_parquet"]
 
 #: Columns whose string values are JSON text.
 JSON_COLUMNS = frozenset({"messages", "tools"})
@@ -149,6 +149,29 @@ def _utf8(value):
     return value
 
 
+def _one_line(message: str) -> str:
+    """pyarrow's message on one line: whitespace runs as one space, other control
+    characters (a damaged page's bytes quoted in it) as escapes."""
+    text = " ".join(message.split())
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+class UnreadableRows(InputError):
+    """Rows of a Parquet file that cannot be read (a damaged page): ``row`` is the
+    first of them (1-based), ``reason`` pyarrow's message (on one line)."""
+
+    def __init__(self, name: str, row: int, reason: str):
+        self.name = name
+        self.row = row
+        self.reason = reason
+        super().__init__(f"cannot read {name} (row {row}): {reason}")
+
+    def __reduce__(self):
+        return type(self), (self.name, self.row, self.reason)
+
+
 class ParquetInput:
     """A Parquet file (or stdin holding one) read row by row.
 
@@ -228,19 +251,61 @@ class ParquetInput:
             self._groups = out
         return self._groups
 
+    def runs(self) -> list[list[int]]:
+        """The file's row groups as runs of consecutive ones (indices) of at least
+        BATCH_ROWS rows each (but the last): how :meth:`batches` reads them, and what
+        one ``--jobs`` task is when the workers read the file themselves."""
+        out, run, rows = [], [], 0
+        groups = self.row_groups()
+        for i, (_first, n) in enumerate(groups):
+            run.append(i)
+            rows += n
+            if rows >= BATCH_ROWS or i == len(groups) - 1:
+                out.append(run)
+                run, rows = [], 0
+        return out
+
     def batches(self, decoder: "BatchDecoder", row_groups=None) -> Iterator[tuple[int, Any]]:
         """``(number of its first row, pyarrow.RecordBatch)`` for the file's rows (or
-        those of the consecutive ``row_groups``, indices), in batches of BATCH_ROWS,
-        holding ``decoder``'s columns. Raises InputError when the file cannot be read."""
-        row = 0 if row_groups is None else self.row_groups()[row_groups[0]][0] - 1
+        those of the run ``row_groups``, indices as :meth:`runs` gives them), in
+        batches of up to BATCH_ROWS rows, holding ``decoder``'s columns; a run at a
+        time, so that reading the whole file and reading it a run a task (``--jobs``)
+        give the same batches.
+
+        A run that cannot be read through (a damaged page) is read again from its first
+        row group not yet read through, one row group at a time, so that every row
+        before the damage that can be read is given, in one process and with
+        ``--jobs`` alike; then :class:`UnreadableRows` names the first row not given."""
+        for run in (self.runs() if row_groups is None else [list(row_groups)]):
+            yield from self._run_batches(decoder, run)
+
+    def _run_batches(self, decoder, run) -> Iterator[tuple[int, Any]]:
+        groups = self.row_groups()
+        row = groups[run[0]][0] - 1  # the last row given
         try:
             for batch in self._file.iter_batches(batch_size=BATCH_ROWS, columns=decoder.read,
-                                                 row_groups=row_groups, use_threads=False):
+                                                 row_groups=run, use_threads=False):
                 yield row + 1, batch
                 row += batch.num_rows
                 self.rows_done = row
-        except self._errors as exc:
-            raise InputError(f"cannot read {self.name} (row {row + 1}): {exc}") from exc
+            return
+        except self._errors:
+            pass
+        for i in run:
+            at, n = groups[i]  # (the number of the first row of the next batch)
+            if at + n - 1 <= row:
+                continue
+            try:
+                for batch in self._file.iter_batches(batch_size=BATCH_ROWS, columns=decoder.read,
+                                                     row_groups=[i], use_threads=False):
+                    end = at + batch.num_rows
+                    if end - 1 > row:
+                        yield row + 1, batch.slice(row + 1 - at) if at <= row else batch
+                        row = end - 1
+                        self.rows_done = row
+                    at = end
+            except self._errors as exc:
+                raise UnreadableRows(self.name, row + 1, _one_line(str(exc))) from exc
 
     def check_unique(self, columns) -> None:
         """Raise :class:`InputError` if one of these columns has a name the file uses

@@ -729,11 +729,17 @@ def _worker_row_group(path: str, indices: list, rows):
         src = _FILES[path] = _parquet.ParquetInput(inp)
     rec = _Recorder()
     done = 0
-    for first, batch in src.batches(rows.decoder, indices):
-        for row, value, kept in rows(first, batch, rec.error):
-            if handler(row, value, kept, rec):
-                done += 1
-    return rec.record(compress, parts, encoder), done, 0, 0
+    unreadable = None
+    try:
+        for first, batch in src.batches(rows.decoder, indices):
+            for row, value, kept in rows(first, batch, rec.error):
+                if handler(row, value, kept, rec):
+                    done += 1
+    except _parquet.UnreadableRows as exc:
+        # the rows before it are handled as in one process; the parent reports it
+        # (with the input's name as given: this process opened it by its absolute path)
+        unreadable = (exc.row, exc.reason)
+    return rec.record(compress, parts, encoder), done, 0, 0, unreadable
 
 
 def _worker_batch(first: int, batch, rows):
@@ -871,15 +877,28 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
 
     def take() -> None:
         nonlocal done
-        record, n, blank, lines = pending.popleft().result()
+        record, n, blank, lines, *unreadable = pending.popleft().result()
         _replay(record, sink)
         done += n
         counts.blank += blank
         counts.lines += lines
+        if unreadable and unreadable[0] is not None:  # (rows of a Parquet file)
+            raise _parquet.UnreadableRows(src.report.name, *unreadable[0])
 
     try:
         try:
-            for fn, task in _tasks(src, counts):
+            tasks = _tasks(src, counts)
+            while True:
+                try:
+                    fn, task = next(tasks)
+                except StopIteration:
+                    break
+                except _io.InputError:
+                    # the input cannot be read on: what was read before it is handled
+                    # and reported first, as in one process
+                    while pending:
+                        take()
+                    raise
                 pending.append(pool.submit(fn, *task))
                 while len(pending) >= jobs * BATCHES_PER_WORKER:
                     take()
@@ -1269,17 +1288,13 @@ def _parquet_source(args, inp: _io.InputFile, counts, columns, required, keep=()
     path, groups = inp.seekable_path(), src.row_groups()
     row_groups = None
     if path is not None and len(groups) > 1 and max(n for _, n in groups) <= ROW_GROUP_ROWS:
-        def row_groups():  # consecutive row groups of at least BATCH_ROWS rows a task
-            task, rows = [], 0
-            for i, (first, n) in enumerate(groups):
-                task.append(i)
-                rows += n
-                if rows >= _parquet.BATCH_ROWS or i == len(groups) - 1:
-                    yield task
-                    task, rows = [], 0
-                    src.rows_done = first + n - 1
-                    if progress is not None:
-                        progress.update(src.rows_done)
+        def row_groups():  # a run of consecutive row groups (src.runs) a task
+            for task in src.runs():
+                yield task
+                first, n = groups[task[-1]]
+                src.rows_done = first + n - 1
+                if progress is not None:
+                    progress.update(src.rows_done)
             counts.lines = src.rows_done
 
         row_groups = row_groups()
