@@ -421,7 +421,7 @@ def test_output_row_groups_end_at_the_characters_of_any_column(tmp_path, kind, r
             table.add_dict(i + 1, dict(zip(_parquet.column_names(kind), row)), (i,))
         table.close()
     meta = pq.ParquetFile(tmp_path / "g.parquet").metadata
-    assert meta.num_rows == 10 and meta.num_row_groups == 4  # 3 rows (3,000 characters and some) a group
+    assert meta.num_rows == 10 and meta.num_row_groups == 4  # 3 rows (3,000 characters +) a group
 
 
 def test_require_and_is_parquet_path(tmp_path):

@@ -691,8 +691,8 @@ class RowEncoder:
 class ParquetOutput:
     """Rows written to a Parquet file, one row group per ``group_rows`` rows or
     ``group_chars`` characters of text (the strings the rows hold, the JSON text of
-    JSON-text columns: :meth:`RowEncoder.sized`), whichever comes first: the queued rows, their Arrow copy and the writer's pages are
-    what the output holds in memory.
+    JSON-text columns: :meth:`RowEncoder.sized`), whichever comes first: the queued
+    rows, their Arrow copy and the writer's pages are what the output holds in memory.
 
     ``kind`` picks the columns: ``"render"`` (``text``), ``"spans"`` (``text``,
     ``spans`` as ``[[start, end], ...]``), ``"parse"`` (the fields of
