@@ -824,20 +824,27 @@ def _widen_pipes(pool) -> None:
 def _stop_workers(pool) -> None:
     """Stop a pool's workers now (Ctrl-C, SIGTERM, an error in this process) instead of
     letting them finish their blocks."""
+    # (taken before shutdown, which forgets them) The pool's manager thread is waited
+    # for too: a command run in-process after one that failed (an input unreadable
+    # partway) would otherwise find it still running, and start its workers with
+    # forkserver, not fork (_mp_context).
+    manager = getattr(pool, "_executor_manager_thread", None)
     terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
     if terminate is not None:
         with contextlib.suppress(Exception):
             terminate()
-        return
-    # (taken before shutdown, which forgets them)
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in processes:
+    else:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            with contextlib.suppress(Exception):
+                proc.terminate()
+        for proc in processes:
+            with contextlib.suppress(Exception):
+                proc.join(5)
+    if manager is not None:
         with contextlib.suppress(Exception):
-            proc.terminate()
-    for proc in processes:
-        with contextlib.suppress(Exception):
-            proc.join(5)
+            manager.join(5)
 
 
 def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
