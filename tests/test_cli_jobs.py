@@ -612,3 +612,52 @@ def test_spawned_workers(tmp_path, capsys, monkeypatch, kind):
     monkeypatch.setattr(cli, "HANDOFF_BYTES", 100)
     assert run(capsys, [*argv, "-j", 2]) + (out.read_bytes(),) == base
     assert base[0] == 1 and base[3]
+
+
+_POOL = None  # the pool of the test below, which its forked workers inherit
+
+
+def _send_half_a_result():
+    """In a worker: start a result message (its 4-byte length says 1,000 bytes follow)
+    and never finish it, as a worker killed while sending its result leaves it."""
+    import struct
+    import time
+
+    os.write(_POOL._result_queue._writer.fileno(), struct.pack("!i", 1000))
+    time.sleep(60)
+
+
+@needs_fork
+def test_stopping_the_workers_ends_the_pools_threads():
+    """A worker killed while it sent a result left the pool's manager thread reading
+    the rest forever (this process holds the pipe's write end too); the next command in
+    the same process then found a thread running and started its workers with
+    forkserver. _stop_workers closes the ends only the workers use, so the pool's
+    threads end and this process has one thread again."""
+    import concurrent.futures as cf
+    import threading
+    import time
+
+    global _POOL
+    _POOL = pool = cf.ProcessPoolExecutor(1, mp_context=cli._mp_context())
+    try:
+        pool.submit(_send_half_a_result)
+        manager = pool._executor_manager_thread
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _reading_a_result(manager):
+            time.sleep(0.01)
+        assert _reading_a_result(manager)
+        cli._stop_workers(pool)
+        assert not manager.is_alive()
+        assert threading.active_count() == 1, threading.enumerate()
+    finally:
+        _POOL = None
+
+
+def _reading_a_result(thread) -> bool:
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name in ("_recv", "_recv_bytes"):
+            return True
+        frame = frame.f_back
+    return False

@@ -829,6 +829,8 @@ def _stop_workers(pool) -> None:
     # partway) would otherwise find it still running, and start its workers with
     # forkserver, not fork (_mp_context).
     manager = getattr(pool, "_executor_manager_thread", None)
+    call_queue = getattr(pool, "_call_queue", None)
+    result_queue = getattr(pool, "_result_queue", None)
     terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
     if terminate is not None:
         with contextlib.suppress(Exception):
@@ -842,6 +844,16 @@ def _stop_workers(pool) -> None:
         for proc in processes:
             with contextlib.suppress(Exception):
                 proc.join(5)
+    # This process holds both ends of the pools' pipes, so with the workers gone two
+    # threads could wait forever: the manager thread, inside reading a result that a
+    # worker was killed while sending, and the call queue's feeder, writing a block no
+    # worker will read. Closing the ends only the workers used (the results' write end,
+    # the tasks' read end) ends the read at EOF and makes the write fail: the manager
+    # then finds the pool broken and closes down, joining the feeder.
+    for end in (getattr(result_queue, "_writer", None), getattr(call_queue, "_reader", None)):
+        if end is not None:
+            with contextlib.suppress(Exception):
+                end.close()
     if manager is not None:
         with contextlib.suppress(Exception):
             manager.join(5)
