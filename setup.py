@@ -44,8 +44,8 @@ def _extensions():
             # a source tree without it (an sdist that left it out): say so, since the
             # module then runs on its pure-Python twin, much more slowly
             sys.stderr.write(f"apertus-fast: {path} is missing, so {name} is not compiled\n")
-    exts = [Extension(name, [path], optional=True) for name, path in present]
-    return cythonize(
+    exts = [Extension(name, [path]) for name, path in present]
+    built = cythonize(
         exts,
         compiler_directives={
             "language_level": 3,
@@ -56,6 +56,12 @@ def _extensions():
         },
         quiet=True,
     )
+    # optional: a module that fails to compile (no C compiler, no Python headers) is
+    # left out with a warning, and runs on its pure-Python twin. (Set here, on what
+    # cythonize returns: it makes new Extension objects, without the flag.)
+    for ext in built:
+        ext.optional = True
+    return built
 
 
 setup(ext_modules=_extensions())
