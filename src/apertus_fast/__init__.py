@@ -16,6 +16,7 @@ Names are loaded on first use, so ``import apertus_fast`` is cheap.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -71,6 +72,54 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS) + ["BACKEND", "backends", "install_as_apertus_format", "__version__"]
+
+if TYPE_CHECKING:  # what the names above load on first use, for type checkers
+    # (`import X as X`: an explicit re-export, which strict checkers require)
+    from ._dialects import DEFAULT_DIALECT as DEFAULT_DIALECT
+    from ._dialects import DIALECTS as DIALECTS
+    from ._dialects import Dialect as Dialect
+    from ._dialects import Kind as Kind
+    from ._dialects import get_dialect as get_dialect
+    from ._errors import ApertusError as ApertusError
+    from ._errors import ParseError as ParseError
+    from ._errors import RenderError as RenderError
+    from ._formatter import ApertusFormatter as ApertusFormatter
+    from ._lex import Event as Event
+    from ._lex import Lexer as Lexer
+    from ._lex import lex as lex
+    from ._models import AssistantBlock as AssistantBlock
+    from ._models import AssistantContent as AssistantContent
+    from ._models import BlockType as BlockType
+    from ._models import ContentFormat as ContentFormat
+    from ._models import Conversation as Conversation
+    from ._models import Message as Message
+    from ._models import Role as Role
+    from ._models import SectionType as SectionType
+    from ._models import SystemContent as SystemContent
+    from ._models import TextPart as TextPart
+    from ._models import ToolCall as ToolCall
+    from ._models import ToolOutput as ToolOutput
+    from ._models import UserContent as UserContent
+    from ._parse import ParsedConversation as ParsedConversation
+    from ._parse import normalize as normalize
+    from ._parse import parse as parse
+    from ._reasoning import REASONING_FIELDS as REASONING_FIELDS
+    from ._reasoning import reasoning_to_blocks as reasoning_to_blocks
+    from ._reasoning import unrendered_reasoning as unrendered_reasoning
+    from ._render import render as render
+    from ._render import render_date as render_date
+    from ._render import render_tools as render_tools
+    from ._spans import Rendered as Rendered
+    from ._spans import render_with_spans as render_with_spans
+    from ._stream import Completion as Completion
+    from ._stream import Delta as Delta
+    from ._stream import StreamParser as StreamParser
+    from ._stream import parse_completion as parse_completion
+    from . import enums as enums
+    from . import formatter as formatter
+    from . import models as models
+
+    BACKEND: str
 
 # The reference package's modules (``apertus_format.enums``, ``.models``, ``.formatter``),
 # for code that imports from them; loaded on first use like the names above.

@@ -46,7 +46,8 @@ class RenderError(ApertusError, ValueError):
 class ParseError(ApertusError, ValueError):
     """Text that no conversation renders to (strict parsing), or undecodable input.
 
-    Carries where (``offset`` in characters, 1-based ``line`` and ``column``), what
+    Carries where (``offset`` in characters of a ``str``, in bytes of UTF-8 input;
+    1-based ``line`` and ``column``, counted the same way), what
     was ``expected``, what was ``found``, and a short ``excerpt`` around the offset.
     """
 

@@ -1,4 +1,4 @@
-# cython: boundscheck=True, wraparound=True
+# cython: boundscheck=True, wraparound=True, annotation_typing=False
 # (plain Python compiled by Cython: keep Python's index semantics and checks)
 """Rendering: message dicts -> the exact text of the official chat templates.
 
@@ -29,8 +29,16 @@ from marshal import dumps as _marshal_dumps
 import time as _time
 from collections.abc import Mapping as _Mapping
 
+from typing import TYPE_CHECKING, Any
+
 from ._dialects import DEFAULT_DIALECT, DIALECTS, TOKEN_TEXT, Kind, get_dialect
 from ._errors import RenderError
+
+if TYPE_CHECKING:  # (the annotations only: the header keeps Cython from typing by them)
+    from collections.abc import Mapping, Sequence
+
+    from ._dialects import Dialect
+    from ._models import Conversation, Message
 
 __all__ = ["render", "render_tools", "render_date", "UNDEFINED"]
 
@@ -395,7 +403,7 @@ def _unwrap_tool(tool, native):
     return tool
 
 
-def render_tools(tools, dialect=DEFAULT_DIALECT):
+def render_tools(tools: Sequence[Mapping[str, Any]], dialect: str | Dialect = DEFAULT_DIALECT) -> str:
     """The ``render_tools(tools)`` macro: the text after ``Tool Capabilities:\\n``."""
     d = get_dialect(dialect)
     try:
@@ -535,7 +543,7 @@ _today = ""
 _date_cache = {}
 
 
-def render_date(date=None):
+def render_date(date: _dt.date | str | None = None) -> str:
     """The ``YYYY-MM-DD`` string ``strftime_now('%Y-%m-%d')`` gives: ``None`` is today
     (local time, as the templates' callers do); a ``datetime.date``/``datetime`` or an
     ISO ``"YYYY-MM-DD"`` string fixes it."""
@@ -583,17 +591,17 @@ def _system_prompt(messages, d, date):
 
 
 def render(
-    messages,
+    messages: Sequence[Mapping[str, Any] | Message] | Conversation,
     *,
-    dialect=DEFAULT_DIALECT,
-    tools=None,
-    enable_thinking=False,
-    add_generation_prompt=False,
-    continue_assistant_message=False,
-    date=None,
-    bos_token="<s>",
-    tools_text=None,
-):
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    enable_thinking: bool = False,
+    add_generation_prompt: bool = False,
+    continue_assistant_message: bool = False,
+    date: _dt.date | str | None = None,
+    bos_token: str = "<s>",
+    tools_text: str | None = None,
+) -> str:
     """Render a conversation (a list of message dicts) to the exact text the official
     chat template of ``dialect`` produces.
 

@@ -15,12 +15,19 @@ inclusive, and leave out every tool-output region (from ``[`` or
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _render
 from ._dialects import DEFAULT_DIALECT
 from ._mask import token_mask as _token_mask
 from ._render import _render_pieces
+
+if TYPE_CHECKING:
+    import datetime
+    from collections.abc import Mapping, Sequence
+
+    from ._dialects import Dialect
+    from ._models import Conversation, Message
 
 __all__ = ["Rendered", "render_with_spans"]
 
@@ -75,16 +82,16 @@ class Rendered(NamedTuple):
 
 
 def render_with_spans(
-    messages,
+    messages: Sequence[Mapping[str, Any] | Message] | Conversation,
     *,
-    dialect=DEFAULT_DIALECT,
-    tools=None,
-    enable_thinking=False,
-    add_generation_prompt=False,
-    continue_assistant_message=False,
-    date=None,
-    bos_token="<s>",
-    tools_text=None,
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    enable_thinking: bool = False,
+    add_generation_prompt: bool = False,
+    continue_assistant_message: bool = False,
+    date: datetime.date | str | None = None,
+    bos_token: str = "<s>",
+    tools_text: str | None = None,
 ) -> Rendered:
     """Render as :func:`render` does (the same arguments, the same text, the same
     errors) and return the text with the character spans the model produced: the loss
