@@ -193,6 +193,14 @@ def test_str_subclass_and_memoryview_formats(backend):
     even = raw + b" "  # 20 bytes: view as 10 uint16 items; offsets stay in bytes
     assert lex(memoryview(even).cast("H"), backend=backend) == lex(even, backend=backend)
     assert lex(memoryview(raw * 2)[::2], backend=backend) == lex((raw * 2)[::2], backend=backend)
+    # empty views of any shape are empty input (cast("B") refuses a zero in the shape)
+    import ctypes
+
+    for empty in (memoryview((ctypes.c_uint8 * 0 * 3)()), memoryview((ctypes.c_uint16 * 5 * 0)()),
+                  memoryview(array.array("H"))):
+        assert lex(empty, backend=backend) == []
+        lx = Lexer(backend=backend)
+        assert lx.feed(empty) == [] and lx.close() == []
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -457,6 +465,23 @@ def test_streaming_errors_match_one_shot(backend, bad):
         assert lx.closed
         with pytest.raises(ValueError):
             lx.feed(b"x")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("second", [0xA0, 0xBF])
+def test_streaming_raises_where_the_bytes_cannot_become_valid(backend, second):
+    """A chunk that ends in ED A0..BF (the start of a UTF-16 surrogate) is invalid
+    whatever follows: the feed that sees it raises, in both scanners. (Python's
+    incremental decoder holds those two bytes back as incomplete; the twin used to
+    raise only at the next feed.)"""
+    lx = Lexer(backend=backend)
+    assert lx.feed(b"ab\xed") == [] and lx.pending_span() == (0, 2)
+    with pytest.raises(ParseError) as err:
+        lx.feed(bytes([second]))
+    assert (err.value.offset, err.value.found) == (2, f"invalid continuation byte: ed {second:02x}")
+    assert lx.closed
+    lx = Lexer(backend=backend)
+    assert lx.feed(b"ab\xed\x9f") == [] and lx.pending_span() == (0, 2)   # (may still be valid)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -88,8 +88,8 @@ def _prepare(data) -> Data:
     if isinstance(data, (str, bytes, bytearray)):
         return data
     if isinstance(data, memoryview):
-        if not data.c_contiguous:
-            return data.tobytes()
+        if not data.c_contiguous or not data.nbytes:
+            return data.tobytes()   # (cast refuses a shape with a zero in it)
         if data.format != "B" or data.ndim != 1:
             return data.cast("B")
         return data

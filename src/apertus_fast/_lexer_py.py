@@ -130,6 +130,14 @@ def scan_chunk(table, data, pos=0, base=0, run_start=None, final=True):
         except UnicodeDecodeError as exc:
             return array("q"), pos, base + pos, pos + exc.start, _REASON_CODES[exc.reason]
         limit = pos + consumed
+        if limit + 1 < n and data[limit] == 0xED and data[limit + 1] >= 0xA0:
+            # ED A0..BF begins a UTF-16 surrogate, which no later byte makes valid, but
+            # the incremental decoder holds it back as incomplete; the compiled scanner
+            # reports it here, and so does the twin (the final decode says why)
+            try:
+                codecs.utf_8_decode(bytes(data[limit:limit + 2]), "strict", True)
+            except UnicodeDecodeError as exc:
+                return array("q"), pos, base + pos, limit + exc.start, _REASON_CODES[exc.reason]
 
     out = array("q")
     i = pos
