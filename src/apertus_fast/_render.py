@@ -1048,4 +1048,6 @@ else:
     _FAST_MARKS = _render_fast.fast_with_marks
     _render_py = render   # the plain-Python entry (what runs without a compiler)
     _render_fast.render.__doc__ = render.__doc__
+    # (the annotations too, for inspect.signature and help(); type checkers read them here)
+    _render_fast.render.__annotations__ = dict(getattr(render, "__annotations__", {}))
     render = _render_fast.render
