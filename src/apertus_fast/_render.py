@@ -40,6 +40,12 @@ if TYPE_CHECKING:  # (the annotations only: the header keeps Cython from typing 
     from ._dialects import Dialect
     from ._models import Conversation, Message
 
+    # The argument types of render, shared by the functions that take its arguments
+    # (render_with_spans): written once, here.
+    Messages = Sequence[Mapping[str, Any] | Message] | Conversation
+    Tools = Sequence[Mapping[str, Any]] | None
+    DateArg = _dt.date | str | None
+
 __all__ = ["render", "render_tools", "render_date", "UNDEFINED"]
 
 
@@ -403,7 +409,7 @@ def _unwrap_tool(tool, native):
     return tool
 
 
-def render_tools(tools: Sequence[Mapping[str, Any]], dialect: str | Dialect = DEFAULT_DIALECT) -> str:
+def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str:
     """The ``render_tools(tools)`` macro: the text after ``Tool Capabilities:\\n``."""
     d = get_dialect(dialect)
     try:
@@ -543,7 +549,7 @@ _today = ""
 _date_cache = {}
 
 
-def render_date(date: _dt.date | str | None = None) -> str:
+def render_date(date: DateArg = None) -> str:
     """The ``YYYY-MM-DD`` string ``strftime_now('%Y-%m-%d')`` gives: ``None`` is today
     (local time, as the templates' callers do); a ``datetime.date``/``datetime`` or an
     ISO ``"YYYY-MM-DD"`` string fixes it."""
@@ -591,14 +597,14 @@ def _system_prompt(messages, d, date):
 
 
 def render(
-    messages: Sequence[Mapping[str, Any] | Message] | Conversation,
+    messages: Messages,
     *,
     dialect: str | Dialect = DEFAULT_DIALECT,
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: Tools = None,
     enable_thinking: bool = False,
     add_generation_prompt: bool = False,
     continue_assistant_message: bool = False,
-    date: _dt.date | str | None = None,
+    date: DateArg = None,
     bos_token: str = "<s>",
     tools_text: str | None = None,
 ) -> str:

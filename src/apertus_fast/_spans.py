@@ -15,7 +15,7 @@ inclusive, and leave out every tool-output region (from ``[`` or
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import _render
 from ._dialects import DEFAULT_DIALECT
@@ -23,11 +23,8 @@ from ._mask import token_mask as _token_mask
 from ._render import _render_pieces
 
 if TYPE_CHECKING:
-    import datetime
-    from collections.abc import Mapping, Sequence
-
     from ._dialects import Dialect
-    from ._models import Conversation, Message
+    from ._render import DateArg, Messages, Tools
 
 __all__ = ["Rendered", "render_with_spans"]
 
@@ -82,14 +79,14 @@ class Rendered(NamedTuple):
 
 
 def render_with_spans(
-    messages: Sequence[Mapping[str, Any] | Message] | Conversation,
+    messages: Messages,
     *,
     dialect: str | Dialect = DEFAULT_DIALECT,
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: Tools = None,
     enable_thinking: bool = False,
     add_generation_prompt: bool = False,
     continue_assistant_message: bool = False,
-    date: datetime.date | str | None = None,
+    date: DateArg = None,
     bos_token: str = "<s>",
     tools_text: str | None = None,
 ) -> Rendered:
