@@ -829,7 +829,6 @@ def _stop_workers(pool) -> None:
     # partway) would otherwise find it still running, and start its workers with
     # forkserver, not fork (_mp_context).
     manager = getattr(pool, "_executor_manager_thread", None)
-    call_queue = getattr(pool, "_call_queue", None)
     result_queue = getattr(pool, "_result_queue", None)
     terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
     if terminate is not None:
@@ -844,16 +843,15 @@ def _stop_workers(pool) -> None:
         for proc in processes:
             with contextlib.suppress(Exception):
                 proc.join(5)
-    # This process holds both ends of the pools' pipes, so with the workers gone two
-    # threads could wait forever: the manager thread, inside reading a result that a
-    # worker was killed while sending, and the call queue's feeder, writing a block no
-    # worker will read. Closing the ends only the workers used (the results' write end,
-    # the tasks' read end) ends the read at EOF and makes the write fail: the manager
-    # then finds the pool broken and closes down, joining the feeder.
-    for end in (getattr(result_queue, "_writer", None), getattr(call_queue, "_reader", None)):
-        if end is not None:
-            with contextlib.suppress(Exception):
-                end.close()
+    # This process holds both ends of the results pipe, so with the workers gone the
+    # manager thread could wait forever inside reading a result that a worker was
+    # killed while sending. Closing the end only the workers wrote to ends that read at
+    # EOF: the manager then finds the pool broken and closes down (it closes the tasks
+    # pipe's read end itself, which lets the call queue's feeder thread end too).
+    writer = getattr(result_queue, "_writer", None)
+    if writer is not None:
+        with contextlib.suppress(Exception):
+            writer.close()
     if manager is not None:
         with contextlib.suppress(Exception):
             manager.join(5)
