@@ -299,6 +299,56 @@ def test_invalid_utf8_and_wrong_types():
         parse(123)
 
 
+_CALL_LISTS = [
+    # (the call list a model wrote, the calls lenient reading finds, what it warns)
+    ('[{"a": {"x":1}},{"b": {}}]', [("a", '{"x":1}'), ("b", "{}")], "read 2 tool call(s) as JSON"),
+    ('[{"a": 1},\n {"b": [2]}]', [("a", "1"), ("b", "[2]")], "read 2 tool call(s) as JSON"),
+    (' [{"a": {}}]', [("a", "{}")], "recovered 1 tool call(s)"),
+    ('[\n  {"a": {"x": 1}},\n  {"b": {}}\n]', [("a", '{"x": 1}'), ("b", "{}")],
+     "recovered 2 tool call(s)"),
+    ('[ { "a" : "s" } , { "b":null } ]', [("a", '"s"'), ("b", "null")], "recovered 2 tool call(s)"),
+    ('{"a": 1}, {"b": 2}', [("a", "1"), ("b", "2")], "recovered 2 tool call(s)"),
+    # as the template writes them: no warning, whatever the arguments are
+    ('[{"a": {"x": 1}}, {"b": {}}]', [("a", '{"x": 1}'), ("b", "{}")], ""),
+    ('[{"a": not json}, {"b": {}}]', [("a", "not json"), ("b", "{}")], ""),
+    # the compact list with an argument that is not JSON is not JSON either: as written
+    ('[{"a": x},{"b": {}}]', [("a", 'x},{"b": {}')], ""),
+    ('[{"a": {}}{"b": {}}]', [("a", '{}}{"b": {}')], ""),
+]
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("written, calls, warning", _CALL_LISTS)
+def test_lenient_reads_call_lists_written_with_other_json_whitespace(dialect, written, calls,
+                                                                     warning):
+    from apertus_fast import parse_completion
+    r = parse_completion("<|tools_prefix|>" + written + "<|tools_suffix|>", dialect=dialect)
+    assert [(c["name"], c["arguments"]) for c in r.tool_calls] == calls
+    if warning.startswith("read"):
+        assert r.warnings == [f"line 1, column 17: {warning} from a list not written as the "
+                              f"template writes it {written!r}"]
+    elif warning:
+        assert r.warnings == [f"line 1, column 17: {warning} from malformed text {written!r}"]
+    else:
+        assert r.warnings == []
+
+
+def test_strict_keeps_the_written_reading_of_a_list_that_is_also_json():
+    # arguments that are not JSON may make the list look like compact JSON; strict
+    # parsing reads what renders back, lenient parsing what a model meant (with a warning)
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function",
+                     "function": {"name": "a", "arguments": '{"x":1}},{"b": {}'}}]}]
+    text = render(messages, dialect="apertus-1", date="2026-01-01")
+    assert text.endswith('<|tools_prefix|>[{"a": {"x":1}},{"b": {}}]<|tools_suffix|>')
+    assert parse(text, dialect="apertus-1").messages == messages
+    lenient = parse(text, dialect="apertus-1", strict=False)
+    assert [c["function"] for c in lenient.messages[-1]["tool_calls"]] == [
+        {"name": "a", "arguments": '{"x":1}'}, {"name": "b", "arguments": "{}"}]
+    assert len(lenient.warnings) == 1 and "read 2 tool call(s) as JSON" in lenient.warnings[0]
+
+
 @pytest.mark.parametrize("dialect", ["apertus-1", "apertus-1.5"])
 def test_lenient_recovers_truncated_model_output(dialect):
     prompt = render([{"role": "user", "content": "Weather?"}], dialect=dialect,

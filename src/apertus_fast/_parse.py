@@ -911,19 +911,17 @@ class _Builder:
             nxt = k
             suffix_ok = False
             self.recover(k, "tool calls not closed", "<|tools_suffix|>")
-        calls, at, what = _read_calls(raw)
-        if calls is not None:
-            calls = [(name, args) for name, args, _at in calls]
-        else:
-            if self.strict or not raw:
-                if self.strict:
-                    # where the list stops being of the form [{"NAME": ARGS}, ...]
-                    base = self.start(body_start) if body_start < self.n else len(self.text)
-                    raise self.error(k, "malformed tool calls", _CALLS_EXPECTED[what], base + at)
-            calls = _salvage_calls(raw)
-            self.recover(body_start if body_start < b else j,
-                         f"recovered {len(calls)} tool call(s) from malformed text {raw[:60]!r}")
-        return calls, nxt
+        if self.strict:
+            calls, at, what = _read_calls(raw)
+            if calls is None:
+                # where the list stops being of the form [{"NAME": ARGS}, ...]
+                base = self.start(body_start) if body_start < self.n else len(self.text)
+                raise self.error(k, "malformed tool calls", _CALLS_EXPECTED[what], base + at)
+            return [(name, args) for name, args, _at in calls], nxt
+        found, note = lenient_calls_at(raw)
+        if note:
+            self.recover(body_start if body_start < b else j, note)
+        return [(name, args) for name, args, _at, _head in found], nxt
 
     def output_group(self, j, b):
         """``<|tool_output_start|>...<|tool_output_end|>`` at ``j``: (outputs, next j)."""
@@ -1087,43 +1085,79 @@ def _calls_block(calls):
             "calls": [{"name": name, "arguments": args} for name, args in calls]}
 
 
-_CALL_HEAD = re.compile(r'\{"([^"\n]*)": ')
+#: A call's head in the lenient reading: ``{"NAME":`` with JSON whitespace around the
+#: name and before the colon, and at most one space after it (where the written form has
+#: its one space, so that the arguments start where the exact reading starts them).
+_CALL_HEAD = re.compile(r'\{[ \t\n\r]*"([^"\n]*)"[ \t\n\r]*: ?')
 
 
-def _salvage_calls(raw: str):
-    """Lenient mode: tool calls from truncated or malformed text, read left to right;
-    a call whose arguments are cut off keeps what there is of them."""
-    return [(name, args) for name, args, _at in salvage_calls_at(raw)]
+def _salvage(raw):
+    """The lenient reading of a call list: ``(calls, whole)``, calls as ``(name,
+    arguments, start, head)`` (``head``: where the call's ``{`` is), ``whole`` true when
+    the reading reached the list's ``]`` and nothing but whitespace follows it.
 
-
-def salvage_calls_at(raw: str):
-    """:func:`_salvage_calls` with where each call's arguments start in ``raw``:
-    ``(name, arguments, start)`` triples."""
+    Around the calls and between them any JSON whitespace is allowed (``[ {...} ]``,
+    ``},{`` and ``},\\n{``, a list that starts after a space or without its ``[``); a
+    call's arguments are a JSON value, else (as the exact reading has it) the text up to
+    the next ``}, {"`` or the final ``}]``, or to the end of a cut-off list."""
     calls = []
-    pos = 1 if raw.startswith("[") else 0
+    n = len(raw)
+    pos = _json_ws(raw, 0, n)
+    if pos < n and raw[pos] == "[":
+        pos = _json_ws(raw, pos + 1, n)
     while True:
         m = _CALL_HEAD.match(raw, pos)
         if m is None:
-            return calls
+            return calls, False
         start = m.end()
         end = _json_end(raw, start)
         if end < 0:
             nxt = raw.find('}, {"', start)
             if nxt < 0:
                 rest = raw[start:]
-                if rest.endswith("}]"):
+                whole = rest.endswith("}]")
+                if whole:
                     rest = rest[:-2]
-                calls.append((m.group(1), rest, start))
-                return calls
-            calls.append((m.group(1), raw[start:nxt], start))
+                calls.append((m.group(1), rest, start, m.start()))
+                return calls, whole
+            calls.append((m.group(1), raw[start:nxt], start, m.start()))
             pos = nxt + 3
             continue
-        calls.append((m.group(1), raw[start:end], start))
-        pos = end
-        if raw.startswith("}, ", pos):
-            pos += 3
-        else:
-            return calls
+        calls.append((m.group(1), raw[start:end], start, m.start()))
+        pos = _json_ws(raw, end, n)
+        if pos >= n or raw[pos] != "}":
+            return calls, False
+        pos = _json_ws(raw, pos + 1, n)
+        if pos < n and raw[pos] == ",":
+            pos = _json_ws(raw, pos + 1, n)
+            continue
+        if pos < n and raw[pos] == "]":
+            return calls, _json_ws(raw, pos + 1, n) == n
+        return calls, False
+
+
+def lenient_calls_at(raw: str):
+    """The calls of a call-list body as model output is read (lenient ``parse``,
+    ``parse_completion``, ``StreamParser``): ``(calls, note)``, calls as ``(name,
+    arguments, start, head)``, ``note`` what to warn about (``""`` when the list is of
+    the written form and read as such).
+
+    The written form (:func:`split_tool_calls_at`) comes first. When it reads some
+    call's arguments as text that is not JSON but the lenient reading reads the whole
+    list with JSON arguments only, the lenient reading wins: ``[{"f": {"a": 1}},{"g":
+    {}}]`` is two calls, not ``f`` with the arguments ``{"a": 1}},{"g": {}``
+    (docs/format.md, 7)."""
+    exact = _read_calls(raw)[0]
+    if exact is not None:
+        if all(_json_end(args, 0) == len(args) for _name, args, _at in exact):
+            return [(name, args, at, at - len(name) - 5) for name, args, at in exact], ""
+        calls, whole = _salvage(raw)
+        if whole and all(_json_end(args, 0) == len(args) for _name, args, _at, _h in calls):
+            return calls, (f"read {len(calls)} tool call(s) as JSON from a list not written "
+                           f"as the template writes it {raw[:60]!r}")
+        return [(name, args, at, at - len(name) - 5) for name, args, at in exact], ""
+    calls = _salvage(raw)[0]
+    return calls, f"recovered {len(calls)} tool call(s) from malformed text {raw[:60]!r}"
 
 
 _DATED = {}

@@ -24,8 +24,8 @@ The contract (``docs/streaming.md``; property-tested in ``tests/test_stream.py``
   written), the tool-output deltas its outputs.
 
 The builder (``_parse``) decides the structure; this module only follows the text as it
-arrives, with the builder's own tests (``json_end``, ``split_tool_calls_at``,
-``salvage_calls_at``, ``output_group``, ``split_tool_outputs``) at each decision.
+arrives, with the builder's own tests (``json_end``, ``lenient_calls_at``,
+``output_group``, ``split_tool_outputs``) at each decision.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
 from ._lex import _core_for, _table, scan_str, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
-                     salvage_calls_at, split_tool_calls_at, split_tool_outputs)
+                     lenient_calls_at, split_tool_outputs)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -314,8 +314,8 @@ _CALL_SEP = '}, {"'
 class _Calls:
     """The text between ``<|tools_prefix|>`` and ``<|tools_suffix|>`` as it arrives.
 
-    At the end, the builder's reading decides the calls: ``split_tool_calls_at``, else
-    (lenient) ``salvage_calls_at``. Before that, this reader emits what every possible
+    At the end, the builder's reading decides the calls (``lenient_calls_at``: the
+    written form, else the lenient reading). Before that, this reader emits what every possible
     end of the body agrees on:
 
     * a call's name once its ``{"NAME": `` is complete (a name holding ``"`` or a
@@ -516,14 +516,12 @@ class _Calls:
             return
         self.finished = True
         body = self.body()
-        calls = split_tool_calls_at(body)
-        if calls is None:
-            calls = salvage_calls_at(body)
+        calls = lenient_calls_at(body)[0]
         opened = self.opened
         if len(calls) < len(opened):
             self.mismatch = (f"{len(opened)} tool call(s) were streamed, the call list "
                              f"holds {len(calls)}")
-        for k, (name, args, at) in enumerate(calls):
+        for k, (name, args, at, head) in enumerate(calls):
             if k < len(opened):
                 o_name, o_at, emitted = opened[k]
                 if name != o_name or at != o_at or len(args) < emitted:
@@ -532,8 +530,7 @@ class _Calls:
                 if len(args) > emitted:
                     self.events.append(("args", k, args[emitted:], at + emitted))
             else:
-                # (the call's head, '{"' NAME '": ', begins 5 characters before it)
-                self.events.append(("name", k, name, max(0, at - len(name) - 5)))
+                self.events.append(("name", k, name, head))
                 self.events.append(("args", k, args, at))
 
 
