@@ -397,6 +397,11 @@ def test_streaming_example(backend):
     for bad in [(0, 19), (25, 30), (30, 50), (31, 30)]:   # older than the latest events
         with pytest.raises(ValueError):
             lx.text(*bad)
+    for bad in [(30.0, 40), (30, 40.5), ("30", 40)]:   # offsets are integers
+        with pytest.raises(TypeError):
+            lx.text(*bad)
+    with pytest.raises(TypeError):
+        lx.pending_text(1.5)
     assert lx.offset == 49
     assert lx.close() == [Event(T, 47, 49)]
     assert lx.text(47, 49) == "Hi" and lx.pending_text() == ""

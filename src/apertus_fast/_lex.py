@@ -19,6 +19,7 @@ pure-Python twin ``_lexer_py`` (:data:`LEXER_BACKEND` says which).
 from __future__ import annotations
 
 import bisect
+import operator
 from array import array
 from itertools import repeat
 from typing import NamedTuple, Union
@@ -259,7 +260,7 @@ class Lexer:
         always complete, valid UTF-8 (incomplete sequences are held back)."""
         lo, hi = self.pending_span()
         if start is not None:
-            lo = min(max(int(start), lo), hi)
+            lo = min(max(operator.index(start), lo), hi)
         return self.text(lo, hi)
 
     def text(self, start: int, end: int) -> str | bytes:
@@ -267,7 +268,8 @@ class Lexer:
         the events returned by the latest ``feed()``/``close()`` or inside the pending
         span. Older text is not kept: ``ValueError`` for spans outside."""
         empty = self._type() if self._type is not None else ""
-        start, end = int(start), int(end)
+        # (offsets are integers: 1.5 or "3" is a TypeError, not a truncated offset)
+        start, end = operator.index(start), operator.index(end)
         if start >= end:
             if start == end:
                 return empty
