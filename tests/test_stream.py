@@ -358,6 +358,30 @@ def test_default_call_ids_are_openai_like_and_stable_per_call():
     assert [c["id"] for c in p.result().openai()["tool_calls"]] == ids
 
 
+def test_call_ids_are_made_once_when_first_asked_for():
+    asked = []
+
+    def call_id(index):
+        asked.append(index)
+        return f"id{len(asked)}"
+
+    text = '<|tools_prefix|>[{"f": {}}, {"g": {}}]<|tools_suffix|>'
+    r = parse_completion(text, dialect="apertus-1.5", call_id=call_id)
+    assert asked == []   # reading a completion does not make ids (uuid4 reads os.urandom)
+    assert [c["id"] for c in r.openai()["tool_calls"]] == ["id1", "id2"]
+    assert [c["id"] for c in r.openai()["tool_calls"]] == ["id1", "id2"] and asked == [0, 1]
+    # streamed: the chunk's delta, a result mid-stream and the final result agree
+    asked.clear()
+    p = StreamParser("apertus-1.5", call_id=call_id)
+    first = p.openai_delta(p.feed(text[:24]))["tool_calls"][0]["id"]
+    mid = p.result().openai()["tool_calls"]
+    p.feed(text[24:])
+    p.close()
+    final = [c["id"] for c in p.result().openai()["tool_calls"]]
+    assert first == "id1" and [c["id"] for c in mid] == ["id1"] and final == ["id1", "id2"]
+    assert asked == [0, 1]
+
+
 @pytest.mark.parametrize("chunks, held", [
     # arguments holding "}, {" + '"' (an array of objects): from there on they wait
     # until the call's end is certain, since a call list "[{"f": [{"a": 1" could

@@ -585,7 +585,8 @@ class StreamParser:
 
     ``format``: of :attr:`Completion.messages`, as :func:`~apertus_fast.parse` takes it.
     ``call_id``: ``call_id(index) -> str``, the OpenAI id given to each tool call
-    (default ``"call_"`` and 24 random hex digits).
+    (default ``"call_"`` and 24 random hex digits), called once per call when its id is
+    first asked for (:meth:`openai_delta`, :meth:`Completion.openai`).
 
     Model output is read leniently: what :func:`~apertus_fast.parse` with
     ``strict=False`` recovers from is recovered here, and listed in
@@ -660,6 +661,7 @@ class StreamParser:
         # copy.copy / copy.deepcopy / pickle mid-stream (one parser per candidate
         # continuation, or a stream handed to another process): the scanner module and
         # its table are rebuilt, the dialect is looked up by name
+        self._ids()
         state = self.__dict__.copy()
         del state["_core"], state["_table"]
         state["dialect"] = self.dialect.name
@@ -906,13 +908,26 @@ class StreamParser:
                                   f"list's reading ({calls.mismatch})")
             calls.mismatch = ""
 
+    def _id(self, index: int) -> str:
+        """The call's OpenAI id, made on first use: ``uuid4`` (the default) reads the OS's
+        random source, which a reading that never asks for ids need not pay for."""
+        entry = self._tool_calls[index]
+        if entry[2] is None:
+            entry[2] = self._call_id(index)
+        return entry[2]
+
+    def _ids(self) -> None:
+        """Give every call so far its id (before a copy: the copies keep the same ids)."""
+        for index in range(len(self._tool_calls)):
+            self._id(index)
+
     def _call_delta(self, key, text: str) -> None:
         index = self._call_index.get(key)
         name = None
         if index is None:
             index = self._call_index[key] = len(self._tool_calls)
             name = self._names[key]
-            self._tool_calls.append([name, [], self._call_id(index)])
+            self._tool_calls.append([name, [], None])   # (its id: made when asked, _id)
         if text:
             self._tool_calls[index][1].append(text)
         elif name is None:
@@ -1081,7 +1096,7 @@ class StreamParser:
                 continue
             entry = {"index": d.index}
             if d.name is not None:
-                entry["id"] = self._tool_calls[d.index][2]
+                entry["id"] = self._id(d.index)
                 entry["type"] = "function"
                 entry["function"] = {"name": d.name, "arguments": d.text}
             else:
@@ -1097,7 +1112,7 @@ class StreamParser:
         closed; this one goes on). With bytes chunks, the text so far is what has been
         decoded: a character whose bytes are still arriving is not part of it yet."""
         if not self._closed:
-            snapshot = self.__copy__()
+            snapshot = self.__copy__()   # (the calls' ids are made first: shared)
             if snapshot._decoder is not None:
                 snapshot._decoder.reset()   # (those bytes are no error: more may come)
             snapshot.close()
@@ -1146,7 +1161,7 @@ class Completion:
 
     __slots__ = ("dialect", "text", "reasoning", "content", "tool_calls", "tool_outputs",
                  "finish_reason", "closed", "rest", "warnings", "messages", "format",
-                 "_ids", "_events", "_blocks", "_call_id", "_group_end", "_answered")
+                 "_id", "_events", "_blocks", "_group_end", "_answered")
 
     @classmethod
     def _build(cls, parser: StreamParser, text: str) -> "Completion":
@@ -1158,8 +1173,8 @@ class Completion:
         self.content = "".join(parser._content)
         self.tool_calls = [{"name": name, "arguments": "".join(args)}
                            for name, args, _id in parser._tool_calls]
-        self._ids = [call_id for _name, _args, call_id in parser._tool_calls]
-        self._call_id = parser._call_id
+        self._id = parser._id   # the parser's ids, made when openai() asks
+
         self.tool_outputs = ["".join(o) for o in parser._outputs]
         # the completion reasoned and closed its reasoning: an answer (if empty) began
         self._answered = bool(self.reasoning) and not parser._inner
@@ -1242,9 +1257,9 @@ class Completion:
             message["reasoning_content"] = self.reasoning
         if self.tool_calls:
             message["tool_calls"] = [
-                {"id": call_id, "type": "function",
+                {"id": self._id(index), "type": "function",
                  "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c, call_id in zip(self.tool_calls, self._ids)]
+                for index, c in enumerate(self.tool_calls)]
         return message
 
     def __repr__(self) -> str:
