@@ -24,6 +24,14 @@ cdef Py_ssize_t _json_skip(str s, Py_ssize_t pos) except -2
 cdef Py_ssize_t _json_key(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t, close=Py_ssize_t)
 cdef tuple _output_group(str run)
+@cython.locals(calls=list, pos=Py_ssize_t, last=Py_ssize_t, colon=Py_ssize_t,
+               args_start=Py_ssize_t, end=Py_ssize_t, nxt=Py_ssize_t, args_end=Py_ssize_t)
+cdef tuple _read_calls(str body)
+@cython.locals(calls=list, n=Py_ssize_t, pos=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t,
+               nxt=Py_ssize_t)
+cdef tuple _salvage(str raw)
+@cython.locals(call=tuple, args=str)
+cdef bint _all_json(list calls) except -1
 @cython.locals(best=Py_ssize_t, m=Py_ssize_t, k=Py_ssize_t)
 cdef Py_ssize_t _shared_prefix(str s, str a, str b) except -1
 

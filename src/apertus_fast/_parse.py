@@ -1136,6 +1136,15 @@ def _salvage(raw):
         return calls, False
 
 
+def _all_json(calls):
+    """Whether every call's arguments (its second item) are one JSON value."""
+    for call in calls:
+        args = call[1]
+        if _json_end(args, 0) != len(args):
+            return False
+    return True
+
+
 def lenient_calls_at(raw: str):
     """The calls of a call-list body as model output is read (lenient ``parse``,
     ``parse_completion``, ``StreamParser``): ``(calls, note)``, calls as ``(name,
@@ -1149,10 +1158,10 @@ def lenient_calls_at(raw: str):
     (docs/format.md, 7)."""
     exact = _read_calls(raw)[0]
     if exact is not None:
-        if all(_json_end(args, 0) == len(args) for _name, args, _at in exact):
+        if _all_json(exact):
             return [(name, args, at, at - len(name) - 5) for name, args, at in exact], ""
         calls, whole = _salvage(raw)
-        if whole and all(_json_end(args, 0) == len(args) for _name, args, _at, _h in calls):
+        if whole and _all_json(calls):
             return calls, (f"read {len(calls)} tool call(s) as JSON from a list not written "
                            f"as the template writes it {raw[:60]!r}")
         return [(name, args, at, at - len(name) - 5) for name, args, at in exact], ""
