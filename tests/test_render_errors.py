@@ -430,3 +430,62 @@ def test_date_objects_and_string_subclasses(dialect, date):
     messages = [{"role": "user", "content": "x"}]
     assert render(messages, dialect=dialect, date=date) == render(messages, dialect=dialect,
                                                                   date="2026-01-02")
+
+
+# --------------------------------------------------------------------------- deep schemas
+
+def _nested(shape: str, depth: int) -> dict:
+    spec = {"type": "string"}
+    for _ in range(depth):
+        if shape == "array":
+            spec = {"type": "array", "items": spec}
+        elif shape == "object":
+            spec = {"type": "object", "properties": {"x": spec}}
+        else:
+            spec = {"oneOf": [spec, {"type": "number"}]}
+    return {"name": "f", "description": "d",
+            "parameters": {"type": "object", "properties": {"p": spec}}}
+
+
+@pytest.mark.parametrize("shape", ["array", "object", "oneOf"])
+@pytest.mark.parametrize("dialect", ALL)
+def test_a_schema_nested_too_deeply_is_an_error_not_a_crash(shape, dialect):
+    # the compiled build recursed in C and crashed the interpreter (SIGSEGV) on 60,000
+    # levels; the templates fail with RecursionError from about 200-330 levels
+    import threading
+
+    from apertus_fast._render import MAX_SCHEMA_DEPTH
+
+    for depth in (MAX_SCHEMA_DEPTH + 1, 100_000):
+        with pytest.raises(RenderError) as info:
+            render([u()], dialect=dialect, tools=[_nested(shape, depth)], date=DATE)
+        assert info.value.message_index is None
+        assert str(info.value) == ("tools[0] ('f'): the parameter schema nests more than "
+                                   f"{MAX_SCHEMA_DEPTH} levels deep")
+    # also on a thread's small stack, where 4,000 levels crashed
+    seen = []
+
+    def run():
+        try:
+            render([u()], dialect=dialect, tools=[_nested(shape, 100_000)], date=DATE)
+        except RenderError as exc:
+            seen.append(exc)
+
+    old = threading.stack_size(512 * 1024)
+    try:
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+    assert len(seen) == 1
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(bool(ORACLE_MISSING), reason=ORACLE_MISSING or "")
+@pytest.mark.parametrize("shape", ["array", "object", "oneOf"])
+@pytest.mark.parametrize("dialect", ALL)
+def test_a_deep_schema_the_template_renders_renders_alike(shape, dialect):
+    tools = [_nested(shape, 60)]
+    assert render([u()], dialect=dialect, tools=tools, date=DATE) == \
+        oracle_render([u()], dialect=dialect, tools=tools, date=DATE)

@@ -18,12 +18,12 @@ cdef bint is_iterable(object x) except -1
 cpdef str tojson(object x, bint jinja_builtin)
 cdef bint not_in(object name, object container) except -1
 
-cdef str ts_type(object spec, bint trim, bint jinja_json)
-cdef str _ts_array(object spec, bint trim, bint jinja_json)
+cdef str ts_type(object spec, bint trim, bint jinja_json, Py_ssize_t depth=*)
+cdef str _ts_array(object spec, bint trim, bint jinja_json, Py_ssize_t depth)
 @cython.locals(last=Py_ssize_t, i=Py_ssize_t, parts=list, entries=list)
-cdef str _ts_object(object spec, bint trim, bint jinja_json)
+cdef str _ts_object(object spec, bint trim, bint jinja_json, Py_ssize_t depth)
 @cython.locals(last=Py_ssize_t, i=Py_ssize_t, parts=list, variants=list)
-cdef str _ts_one_of(object one_of, bint trim, bint jinja_json)
+cdef str _ts_one_of(object one_of, bint trim, bint jinja_json, Py_ssize_t depth)
 cdef list _items(object x)
 cdef object _unwrap_tool(object tool, bint native)
 @cython.locals(last_tool=Py_ssize_t, ti=Py_ssize_t, out=list, tool_list=list, mode=int)

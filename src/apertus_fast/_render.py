@@ -288,12 +288,23 @@ _UNION_TRIM = " | \n"
 _PROP_SEP = ": \n" + " " * 16          # between a nested property's name and its type
 
 
-def ts_type(spec, trim, jinja_json):
+#: How deeply a parameter's schema may nest (arrays, objects, oneOf variants). The
+#: templates recurse once per level and fail with RecursionError from about 200 levels
+#: (Hugging Face's environment) or 330 (the reference package's) at Python's default
+#: recursion limit; the compiled build recurses in C, where running out of stack would
+#: crash the interpreter, so both builds stop at this depth with a RenderError.
+MAX_SCHEMA_DEPTH = 400
+
+
+def ts_type(spec, trim, jinja_json, depth=0):
     """``render_typescript_type(param_spec, ...)`` (its ``required_params`` argument
-    is only passed on, never read, so it is dropped)."""
+    is only passed on, never read, so it is dropped). ``depth``: how many schemas
+    enclose this one."""
+    if depth >= MAX_SCHEMA_DEPTH:
+        raise _Fail(f"the parameter schema nests more than {MAX_SCHEMA_DEPTH} levels deep")
     t = attr(spec, "type")
     if t == "array":
-        return _ts_array(spec, trim, jinja_json)
+        return _ts_array(spec, trim, jinja_json, depth)
     if (t is not UNDEFINED and not isinstance(t, str) and not is_mapping(t)
             and is_iterable(t) and item0(t) is not UNDEFINED):
         # a list of types like ["object", "object"] (Union[dict, list]); ``join`` and
@@ -303,7 +314,7 @@ def ts_type(spec, trim, jinja_json):
         return text(item0(t))
     one_of = attr(spec, "oneOf")
     if one_of:
-        return _ts_one_of(one_of, trim, jinja_json)
+        return _ts_one_of(one_of, trim, jinja_json, depth)
     if t == "string":
         enum = attr(spec, "enum")
         if enum:
@@ -316,11 +327,11 @@ def ts_type(spec, trim, jinja_json):
     if t == "boolean":
         return "boolean"
     if t == "object":
-        return _ts_object(spec, trim, jinja_json)
+        return _ts_object(spec, trim, jinja_json, depth)
     return "any"
 
 
-def _ts_array(spec, trim, jinja_json):
+def _ts_array(spec, trim, jinja_json, depth):
     items = item(spec, "items")
     if items:
         it = item(items, "type")
@@ -331,7 +342,7 @@ def _ts_array(spec, trim, jinja_json):
         elif it == "boolean":
             out = "boolean[]"
         else:
-            inner = ts_type(items, trim, jinja_json)
+            inner = ts_type(items, trim, jinja_json, depth + 1)
             if inner == "object | object" or len(inner) > 50:
                 out = "any[]"
             else:
@@ -343,7 +354,7 @@ def _ts_array(spec, trim, jinja_json):
     return out
 
 
-def _ts_object(spec, trim, jinja_json):
+def _ts_object(spec, trim, jinja_json, depth):
     props = attr(spec, "properties")
     if not props:
         return "object"
@@ -357,7 +368,7 @@ def _ts_object(spec, trim, jinja_json):
         if not_in(name, required):
             parts.append("?")
         parts.append(_PROP_SEP)
-        parts.append(ts_type(prop, trim, jinja_json))
+        parts.append(ts_type(prop, trim, jinja_json, depth + 1))
         if i != last:
             parts.append(", ")
         i += 1
@@ -365,7 +376,7 @@ def _ts_object(spec, trim, jinja_json):
     return "".join(parts)
 
 
-def _ts_one_of(one_of, trim, jinja_json):
+def _ts_one_of(one_of, trim, jinja_json, depth):
     # ``has_object_variants`` is set inside the template's loop and so never leaves
     # it (Jinja scoping): every variant is rendered, objects included.
     variants = seq(one_of, '"oneOf"')
@@ -373,7 +384,7 @@ def _ts_one_of(one_of, trim, jinja_json):
     last = len(variants) - 1
     i = 0
     for variant in variants:
-        parts.append(ts_type(variant, trim, jinja_json))
+        parts.append(ts_type(variant, trim, jinja_json, depth + 1))
         desc = attr(variant, "description")
         if desc:
             parts.append("// " + s(desc, '"description" of a oneOf variant'))
