@@ -556,12 +556,81 @@ def test_tape_ints_of_every_size(dialect):
 def test_tape_nested_values(dialect):
     nested = [{"k": [1, "x", None, {"z": [True, 2.5]}]}, [], {}, "", [[[]]]]
     deep = deeper = []
-    for _ in range(80):  # deeper than a tape goes: rendered every time
+    for _ in range(80):  # deeper than a tape goes: left to the general path
         deeper.append([])
         deeper = deeper[0]
-    for v in [nested, nested[:-1], nested[:1], [{"k": [1, "x", None, {"z": [True, 2.25]}]}], deep]:
+    for v in [nested, nested[:-1], nested[:1], [{"k": [1, "x", None, {"z": [True, 2.25]}]}]]:
         for _ in range(2):
             assert agree(dialect, CONV, tools=[_tool(default=v)])
+    assert fast(dialect, CONV, tools=[_tool(default=deep)]) is None
+    assert not agree(dialect, CONV, tools=[_tool(default=deep)])
+
+
+# ------------------------------------------------------------- the caller's code mid-render
+
+# The hot path records borrowed pointers to the messages' strings. Code of the caller's
+# objects that ran after the first of them was recorded (a flag's __bool__, a tool
+# object's attributes) could drop the last reference to one: the output was then copied
+# from freed memory (heap corruption, a crash). Such inputs go to the general path.
+
+def _conversation():
+    return [{"role": "system", "content": "".join(f"secret-{i}-" for i in range(2000))},
+            {"role": "user", "content": "hi"}]
+
+
+class _Meddler:
+    """Frees the first message's content and reuses its memory when it runs."""
+
+    def __init__(self, messages):
+        self.messages = messages
+
+    def meddle(self):
+        self.messages[0]["content"] = "replaced"
+        return ["X" * 20000 for _ in range(50)]
+
+    def __bool__(self):
+        self.meddle()
+        return True
+
+
+class _ToolObject(_Meddler):
+    name = "f"
+    parameters = None
+
+    @property
+    def description(self):
+        self.meddle()
+        return "d"
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("what", ["enable_thinking", "add_generation_prompt",
+                                  "continue_assistant_message", "tool object", "tools tuple"])
+def test_the_callers_code_runs_on_the_general_path(dialect, what):
+    from apertus_fast import render
+
+    def arguments(messages):
+        if what == "tool object":
+            return {"tools": [_ToolObject(messages)]}
+        if what == "tools tuple":
+            return {"tools": (_tool(),), "add_generation_prompt": _Meddler(messages)}
+        return {what: _Meddler(messages)}
+
+    messages = _conversation()
+    assert fast(dialect, messages, **arguments(messages)) is None
+    assert messages == _conversation()   # declined before running any of that code
+    messages = _conversation()
+    got = render(messages, dialect=dialect, date="2026-01-01", **arguments(messages))
+    messages = _conversation()
+    assert got == general(dialect, messages, **arguments(messages))
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_plain_flags_and_tools_take_the_hot_path(dialect):
+    for flag in (True, False, None, 0, 1):
+        assert agree(dialect, CONV, enable_thinking=flag, add_generation_prompt=flag,
+                     continue_assistant_message=flag, tools=[_tool()])
+    assert agree(dialect, CONV, tools=[])
 
 
 # --------------------------------------------------------------------------- matches

@@ -1486,7 +1486,10 @@ cdef object tool_name(PyObject* tool):
 
 cdef object tool_text(object tool, _Dialect d):
     """The signature of one tool: from the cache, else rendered by the general path
-    (whose errors propagate: the caller falls back to the general path)."""
+    (whose errors propagate: the caller falls back to the general path); ``None`` for
+    a tool that is not made of exact JSON types (a dict of str, int, float, bool, None,
+    lists and dicts): rendering that may run the caller's code (attributes, ``__str__``,
+    ``__bool__``), which the general path runs in the template's order."""
     global _tool_cache_names
     cdef dict cache = <dict>_tool_caches[d.mode]
     cdef object name, text
@@ -1495,7 +1498,7 @@ cdef object tool_text(object tool, _Dialect d):
     cdef PyObject* found
     cdef int depth
     if not af_is_dict(p):
-        return _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
+        return None
     name = tool_name(p)
     found = PyDict_GetItemWithError(<PyObject*>cache, <PyObject*>name) if name is not None else NULL
     head = <_Tool>found if found != NULL else None
@@ -1504,6 +1507,8 @@ cdef object tool_text(object tool, _Dialect d):
         if af_match(p, entry.tape, 0) != NULL:
             return entry.text
         entry = entry.next
+    if tape_size(tool, 0) < 0:
+        return None
     text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
     if name is None or type(text) is not str:
         return text
@@ -1550,10 +1555,25 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
     cdef PyObject* content
     cdef Py_ssize_t start = 0, i, n
     cdef object system, day, text
+    cdef list tool_list, texts = None
     global _checked_date
     if date is not None and date is not _checked_date:
         _render_date(date)  # a bad date raises: the general path reports it
         _checked_date = date
+    # The tool signatures first: a cache miss renders one with the general path, which
+    # may run the caller's code (attributes, __str__ of what the tools hold), and once a
+    # piece of the messages is recorded (a borrowed pointer) no such code may run: it
+    # could drop the last reference to that piece. (A copy of the list: that code could
+    # also change the list itself.)
+    if tools_text is None and tools is not None and len(<list>tools):
+        tool_list = list(<list>tools)
+        texts = []
+        for tool in tool_list:
+            text = tool_text(tool, d)
+            if type(text) is not str:
+                return BAIL
+            hold(o, text)
+            texts.append(text)
     if af_list_len(messages):
         first = af_list_item(messages, 0)
         if not af_is_dict(first):
@@ -1607,19 +1627,13 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
         push(o, <PyObject*>TOOLS_HEAD)
         push(o, <PyObject*>tools_text)
         push(o, <PyObject*>DEVELOPER_END)
-    elif tools:
-        if type(tools) is not list:
-            return BAIL
+    elif texts is not None:
         push(o, <PyObject*>TOOLS_HEAD)
-        n = len(<list>tools)
+        n = len(texts)
         for i in range(n):
-            text = tool_text((<list>tools)[i], d)
-            if type(text) is not str:
-                return BAIL
-            hold(o, text)
             if i:
                 push(o, <PyObject*>NEWLINE)
-            push(o, <PyObject*>text)
+            push(o, <PyObject*>texts[i])
         push(o, <PyObject*>DEVELOPER_END)
     else:
         push(o, <PyObject*>NO_TOOLS)
@@ -1663,6 +1677,11 @@ cdef int configure_now() except -1:
     return 0
 
 
+cdef inline bint plain_flag(object x):
+    """None, a bool or an int: its truth runs no Python code."""
+    return x is None or type(x) is bool or type(x) is int
+
+
 cdef int fill(Out* o, object messages, object dialect, object tools, object enable_thinking,
               object add_generation_prompt, object continue_assistant_message,
               object date, object bos_token, object tools_text) except -2:
@@ -1674,6 +1693,15 @@ cdef int fill(Out* o, object messages, object dialect, object tools, object enab
     if _general is None:
         configure_now()
     if type(messages) is not list or type(bos_token) is not str:
+        return BAIL
+    # Arguments whose truth or type the caller's code decides (numpy booleans, objects
+    # with __bool__, a tuple of tools) go to the general path: the pieces recorded here
+    # are borrowed pointers, and such code, run between two pieces, could free one.
+    if not (plain_flag(enable_thinking) and plain_flag(add_generation_prompt)
+            and plain_flag(continue_assistant_message)):
+        return BAIL
+    if (tools is not None and type(tools) is not list) or \
+            (tools_text is not None and type(tools_text) is not str):
         return BAIL
     if dialect is _last_dialect_name:
         d = _last_dialect
