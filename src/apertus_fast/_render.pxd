@@ -25,6 +25,7 @@ cdef str _ts_object(object spec, bint trim, bint jinja_json, Py_ssize_t depth)
 @cython.locals(last=Py_ssize_t, i=Py_ssize_t, parts=list, variants=list)
 cdef str _ts_one_of(object one_of, bint trim, bint jinja_json, Py_ssize_t depth)
 cdef list _items(object x)
+cdef bint _cacheable(object x, int depth) except -1
 cdef object _unwrap_tool(object tool, bint native)
 @cython.locals(last_tool=Py_ssize_t, ti=Py_ssize_t, out=list, tool_list=list, mode=int)
 cdef str _render_tools(object tools, bint trim, bint jinja_json, bint native)

@@ -430,11 +430,34 @@ def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str:
 
 
 # Rendered signatures of single tools, keyed by the environment and ``marshal.dumps`` of
-# the tool: marshal accepts only builtin types and tells 1, 1.0, True and "1" apart and
-# keeps key order, so equal keys mean tools that render identically. Corpora and servers
-# reuse a catalogue of tools; a tool marshal rejects is simply rendered each time.
+# the tool: for exact JSON types (dict, list, str, int, float, bool, None) marshal tells
+# 1, 1.0, True and "1" apart and keeps key order, so equal keys mean tools that render
+# identically. Only such tools are cached (``_cacheable``): marshal also accepts other
+# builtins, and writes every buffer (bytes, bytearray, array.array, a NumPy array) as the
+# same record, so array("u", "ab") and array("I", [97, 98]) would share a key. Corpora and
+# servers reuse a catalogue of tools; any other tool is simply rendered each time.
 _TOOL_CACHE = {}
 _TOOL_CACHE_MAX = 4096
+
+
+def _cacheable(x, depth):
+    """Whether ``x`` is made of exact JSON types only (dict keys str), at most 64 deep."""
+    t = type(x)
+    if t is str or t is int or t is float or t is bool or x is None:
+        return True
+    if depth >= 64:
+        return False
+    if t is dict:
+        for k, v in x.items():
+            if type(k) is not str or not _cacheable(v, depth + 1):
+                return False
+        return True
+    if t is list:
+        for v in x:
+            if not _cacheable(v, depth + 1):
+                return False
+        return True
+    return False
 
 
 def _render_tools(tools, trim, jinja_json, native):
@@ -445,7 +468,7 @@ def _render_tools(tools, trim, jinja_json, native):
     mode = (4 if trim else 0) | (2 if jinja_json else 0) | (1 if native else 0)
     for tool in tool_list:
         key = None
-        if type(tool) is dict:
+        if type(tool) is dict and _cacheable(tool, 0):
             try:
                 key = (mode, _marshal_dumps(tool))
             except (ValueError, RecursionError):
