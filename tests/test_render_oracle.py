@@ -184,3 +184,43 @@ def test_defaults_match_template_defaults(dialect):
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
     assert render(messages, dialect=dialect, date="2026-01-01") == oracle_render(
         messages, dialect=dialect, date="2026-01-01")
+
+
+# str subclasses as operands of the template's "+": their own "+" and __str__ count
+# (markupsafe's Markup escapes the other side with str(); a type may bring __radd__)
+
+class _Shown(str):
+    def __str__(self):
+        return "M<" + str.__str__(self) + ">"
+
+
+class _Loud(str):
+    def __add__(self, other):
+        return _Loud(str.__str__(self) + str(other).upper())
+
+    def __radd__(self, other):
+        return _Loud(str(other).upper() + str.__str__(self))
+
+
+def _subclass_cases():
+    from markupsafe import Markup
+
+    user = {"role": "user", "content": "q"}
+    calls = [{"type": "function", "function": {"name": Markup("f"), "arguments": _Shown("{}")}}]
+    yield "markup name", [user, {"role": "assistant", "content": "", "tool_calls": calls}], None
+    blocks = {"blocks": [{"type": "tool_calls", "calls": [
+        {"name": _Loud("f"), "arguments": Markup("<{}>")}]}]}
+    yield "loud block call", [user, {"role": "assistant", "content": blocks}], None
+    yield "loud tool name", [user], [{"name": _Loud("f"), "description": _Shown("d")}]
+    yield "loud system text", [{"role": "system", "content": {"text": _Loud("s")}}, user], None
+    yield "shown system", [{"role": "system", "content": _Shown("s")}, user], None
+    enum = {"type": "object", "properties": {"a": {"type": "string", "enum": ["x"],
+                                                   "default": _Loud("x")}}}
+    yield "loud enum default", [user], [{"name": "f", "description": "d", "parameters": enum}]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("case", list(_subclass_cases()), ids=lambda c: c[0])
+def test_string_subclasses_keep_their_own_plus(dialect, case):
+    _, messages, tools = case
+    check(dialect, messages, tools=tools, date="2026-01-01")

@@ -147,34 +147,26 @@ def item0(obj):
 
 
 def text(x):
-    """``{{ x }}``: ``str(x)``, and ``""`` for Undefined."""
+    """``{{ x }}``: ``str(x)``, and ``""`` for Undefined. (Also the output of a ``+``
+    of strings: a ``str`` subclass keeps its own ``+`` and ``__str__``.)"""
     if type(x) is str:
         return x
     if x is UNDEFINED:
         return ""
-    return str(x)
+    x = str(x)
+    return x if type(x) is str else str.__str__(x)
 
 
 def s(x, field=None):
     """An operand of ``+`` next to a string literal: it must be a string (Jinja fails
-    on Undefined, Python on ``str + int``). ``field`` names it in the error."""
-    if type(x) is str:
-        return x
+    on Undefined, Python on ``str + int``). ``field`` names it in the error. A ``str``
+    subclass is kept as it is, so that Python's ``+`` gives what the template's does
+    (markupsafe's ``Markup`` escapes the other side with its ``str()``; a type may bring
+    its own ``__add__`` / ``__radd__``); the caller prints the sum with :func:`text`."""
     if isinstance(x, str):
-        return str.__str__(x)
+        return x
     got = "it is missing" if x is UNDEFINED else f"got {type(x).__name__} {x!r:.60}"
     raise _Fail(f"{field}: expected a string, {got}" if field else f"expected a string, {got}")
-
-
-def s_plus(x, field=None):
-    """``s`` for an operand of ``+`` beside a literal that HTML escaping changes
-    (``'{"'``, ``<|system_start|>``): a string whose type brings its own ``+`` (markupsafe's
-    ``Markup`` escapes the other side) is kept, so that Python's ``+`` gives what the
-    template's does."""
-    if type(x) is not str and isinstance(x, str) and (
-            type(x).__add__ is not str.__add__ or hasattr(type(x), "__radd__")):
-        return x
-    return s(x, field)
 
 
 def seq(x, field=None):
@@ -387,7 +379,7 @@ def _ts_one_of(one_of, trim, jinja_json, depth):
         parts.append(ts_type(variant, trim, jinja_json, depth + 1))
         desc = attr(variant, "description")
         if desc:
-            parts.append("// " + s(desc, '"description" of a oneOf variant'))
+            parts.append(text("// " + s(desc, '"description" of a oneOf variant')))
         default = attr(variant, "default")
         if default is not UNDEFINED:
             parts.append(_DEFAULT_WS_TRIM if trim else _DEFAULT_WS_PLAIN)
@@ -512,8 +504,8 @@ def _render_tool(tool, trim, jinja_json, native):
     """One tool's signature (one iteration of ``render_tools``' loop)."""
     out = []
     tool = _unwrap_tool(tool, native)
-    out.append("// " + s(attr(tool, "description"), '"description"') + "\n")
-    out.append("type " + s(attr(tool, "name"), '"name"') + " = ")
+    out.append(text("// " + s(attr(tool, "description"), '"description"') + "\n"))
+    out.append(text("type " + s(attr(tool, "name"), '"name"') + " = "))
     params = attr(tool, "parameters")
     props = attr(params, "properties") if params else UNDEFINED
     if props:
@@ -524,7 +516,7 @@ def _render_tool(tool, trim, jinja_json, native):
         for name, spec in entries:
             desc = attr(spec, "description")
             if desc:
-                out.append("// " + s(desc, f'parameter {text(name)!r}: "description"') + "\n")
+                out.append(text("// " + s(desc, f'parameter {text(name)!r}: "description"') + "\n"))
             out.append(text(name))
             if not_in(name, attr(params, "required") or []):
                 out.append("?")
@@ -533,9 +525,9 @@ def _render_tool(tool, trim, jinja_json, native):
             default = attr(spec, "default")
             if default is not UNDEFINED:
                 if attr(spec, "enum"):  # the template prints these defaults with +
-                    out.append(", // default: " + s(default, f'parameter {text(name)!r} (an enum): "default"'))
+                    out.append(text(", // default: " + s(default, f'parameter {text(name)!r} (an enum): "default"')))
                 elif attr(spec, "oneOf"):
-                    out.append("// default: " + s(default, f'parameter {text(name)!r} (a oneOf): "default"'))
+                    out.append(text("// default: " + s(default, f'parameter {text(name)!r} (a oneOf): "default"')))
                 else:
                     out.append(", // default: " + tojson(default, jinja_json))
             out.append(",\n" if i != last else "\n")
@@ -621,9 +613,9 @@ def _system_prompt(messages, d, date):
         if "content" in first:
             content = attr(first, "content")
             if isinstance(content, str):
-                return SYSTEM_START + content + SYSTEM_END, 1
+                return text(SYSTEM_START + content + SYSTEM_END), 1
             if is_mapping(content) and "text" in content:
-                return SYSTEM_START + s_plus(attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END, 1
+                return text(SYSTEM_START + s(attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END), 1
         raise _Fail("Invalid system message" + _why_system(first))
     if d.dated_system:
         return SYSTEM_START + d.default_system.replace("{date}", render_date(date)) + SYSTEM_END, 0
@@ -1014,16 +1006,16 @@ def _block_calls(calls, openai_shapes):
             fn = attr(call, "function")
             if fn:
                 call = fn
-            name = s_plus(attr(call, "name"), 'a tool call\'s "name"')
+            name = s(attr(call, "name"), 'a tool call\'s "name"')
             args = attr(call, "arguments")
             if args is UNDEFINED:  # |tojson fails on it
                 raise _Fail('a tool call\'s "arguments": expected a string or a JSON value, it is missing')
             if not isinstance(args, str):
                 args = tojson(args, False)
-            parts.append('{"' + name + '": ' + args + "}")
+            parts.append(text('{"' + name + '": ' + args + "}"))
         else:
-            parts.append('{"' + s_plus(attr(call, "name"), 'a tool call\'s "name"') + '": '
-                         + s_plus(attr(call, "arguments"), 'a tool call\'s "arguments"') + "}")
+            parts.append(text('{"' + s(attr(call, "name"), 'a tool call\'s "name"') + '": '
+                              + s(attr(call, "arguments"), 'a tool call\'s "arguments"') + "}"))
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
@@ -1042,18 +1034,18 @@ def _legacy_calls(calls, openai_shapes):
             args = attr(call, "arguments")
             if not (name and args):
                 raise _Fail("Invalid tool call" + _why_call(name, args))
-            name = s_plus(name, 'a tool call\'s "name"')
+            name = s(name, 'a tool call\'s "name"')
             if not isinstance(args, str):
                 args = tojson(args, False)
-            parts.append('{"' + name + '": ' + args + "}")
+            parts.append(text('{"' + name + '": ' + args + "}"))
         else:
             if ctype != "function":
                 raise _Fail("Invalid tool call type: " + s(ctype, 'a tool call\'s "type"'))
             fn = attr(call, "function")
             if fn is UNDEFINED:  # the template reads function.name
                 raise _Fail('a tool call\'s "function": it is missing (expected {"name": ..., "arguments": ...})')
-            parts.append('{"' + s_plus(attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
-                         + s_plus(attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}")
+            parts.append(text('{"' + s(attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
+                              + s(attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}"))
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
