@@ -515,3 +515,59 @@ def test_the_tool_cache_tells_buffers_with_the_same_bytes_apart(dialect):
                         (["a", "b"], '"a" | "b"')]:
         got = render([u()], dialect=dialect, tools=tools(enum), date=DATE)
         assert f"a?: {shown}" in got, (enum, got)
+
+
+# --------------------------------------------------------------------------- flag values
+
+class _Ambiguous:
+    """A value whose truth fails, like a NumPy array or a pandas Series."""
+
+    def __bool__(self):
+        raise ValueError("truth value is ambiguous")
+
+    def __str__(self):
+        raise ValueError("no text")
+
+
+@pytest.mark.parametrize("dialect", ALL)
+def test_continue_assistant_message_is_read_only_where_the_template_reads_it(dialect):
+    # the templates read it only for a last assistant turn still open (apertus-1, 1.5)
+    ends_with_user = [u(), a(), u()]
+    assert render(ends_with_user, dialect=dialect, date=DATE,
+                  continue_assistant_message=_Ambiguous()) == \
+        render(ends_with_user, dialect=dialect, date=DATE)
+    ends_with_assistant = [u(), a()]
+    if dialect == REF:   # never reads it
+        render(ends_with_assistant, dialect=dialect, date=DATE,
+               continue_assistant_message=_Ambiguous())
+        return
+    with pytest.raises(RenderError, match="^continue_assistant_message: ValueError: truth "
+                                          "value is ambiguous$"):
+        render(ends_with_assistant, dialect=dialect, date=DATE,
+               continue_assistant_message=_Ambiguous())
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(bool(ORACLE_MISSING), reason=ORACLE_MISSING or "")
+@pytest.mark.parametrize("dialect", ALL)
+def test_the_template_reads_continue_assistant_message_alike(dialect):
+    oracle_render([u(), a(), u()], dialect=dialect, date=DATE,
+                  continue_assistant_message=_Ambiguous())
+    if dialect == REF:
+        oracle_render([u(), a()], dialect=dialect, date=DATE,
+                      continue_assistant_message=_Ambiguous())
+    else:
+        with pytest.raises(OracleError):
+            oracle_render([u(), a()], dialect=dialect, date=DATE,
+                          continue_assistant_message=_Ambiguous())
+
+
+@pytest.mark.parametrize("dialect", ALL)
+@pytest.mark.parametrize("name", ["enable_thinking", "add_generation_prompt", "tools",
+                                  "bos_token"])
+def test_an_argument_whose_truth_or_text_fails_is_a_render_error(dialect, name):
+    with pytest.raises(RenderError) as info:
+        render([u()], dialect=dialect, date=DATE, **{name: _Ambiguous()})
+    assert info.value.message_index is None
+    assert str(info.value) == (f"{name}: ValueError: no text" if name == "bos_token" else
+                               f"{name}: ValueError: truth value is ambiguous")

@@ -38,7 +38,8 @@ cdef _model(list out, object marks, bint on)
                n=Py_ssize_t, i=Py_ssize_t, first=bint, openai_shapes=bint,
                tout_open=str, tout_close=str)
 cdef _render_messages(object messages, Py_ssize_t start, object d, list out,
-                      bint continue_assistant_message, object marks)
+                      object continue_assistant_message, object marks)
+cdef bint _truth(object flag, str name) except -1
 cdef _user(object content, object d, list out)
 cdef _user_parts(object parts, object d, list out)
 cdef bint _is_display_answers(object calls) except -1

@@ -687,15 +687,20 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
         system, start = _system_prompt(messages, d, date)
     except _ERRORS as exc:
         raise _render_error(exc, 0 if messages else None) from None
-    out = [bos_token if type(bos_token) is str else text(bos_token), system,
-           _THINKING_ON if enable_thinking else _THINKING_OFF]
+    if type(bos_token) is not str:
+        try:
+            bos_token = text(bos_token)
+        except Exception as exc:  # noqa: BLE001 - whatever its __str__ raises
+            raise RenderError(f"bos_token: {_reason(exc)}") from None
+    out = [bos_token, system,
+           _THINKING_ON if _truth(enable_thinking, "enable_thinking") else _THINKING_OFF]
     if tools_text is not None:
-        if tools:
+        if _truth(tools, "tools"):
             raise RenderError("pass either tools or tools_text, not both")
         if type(tools_text) is not str:
             raise RenderError(f"tools_text must be a string, got {type(tools_text).__name__}")
         out.append(_TOOLS_HEAD + tools_text + DEVELOPER_END)
-    elif tools:
+    elif _truth(tools, "tools"):
         try:
             out.append(_TOOLS_HEAD + _render_tools(tools, d.trim_blocks, d.tojson == "jinja",
                                                    d.openai_shapes) + DEVELOPER_END)
@@ -703,11 +708,22 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
             raise _tools_error(exc) from None
     else:
         out.append(_NO_TOOLS)
-    _render_messages(messages, start, d, out, bool(continue_assistant_message), marks)
+    _render_messages(messages, start, d, out, continue_assistant_message, marks)
     _model(out, marks, False)
-    if add_generation_prompt:
+    if _truth(add_generation_prompt, "add_generation_prompt"):
         out.append(ASSISTANT_START)
     return out
+
+
+def _truth(flag, name):
+    """``{% if flag %}``: its truth; a RenderError naming the argument where that fails
+    (a NumPy array, a pandas Series)."""
+    if flag is True or flag is False or flag is None:
+        return flag is True
+    try:
+        return bool(flag)
+    except Exception as exc:  # noqa: BLE001 - whatever its __bool__ raises
+        raise RenderError(f"{name}: {_reason(exc)}") from None
 
 
 def _reason(exc):
@@ -909,7 +925,10 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
     if in_tool:
         _model(out, marks, False)
         out.append(tout_close)
-    if d.closes_last_turn and in_assistant and not continue_assistant_message and not waiting:
+    # (read only here, as the template reads it: an argument whose truth fails fails
+    # only where the template would fail on it)
+    if d.closes_last_turn and in_assistant and not waiting and \
+            not _truth(continue_assistant_message, "continue_assistant_message"):
         _model(out, marks, True)
         out.append(ASSISTANT_END)
 
