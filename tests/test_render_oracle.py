@@ -224,3 +224,24 @@ def _subclass_cases():
 def test_string_subclasses_keep_their_own_plus(dialect, case):
     _, messages, tools = case
     check(dialect, messages, tools=tools, date="2026-01-01")
+
+
+class _Properties:
+    """``properties`` that is no Mapping but has ``items()``: the template calls it."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def items(self):
+        return self.d.items()
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_properties_with_an_items_method_render_as_the_template_renders_them(dialect):
+    nested = {"type": "object", "properties": _Properties({"x": {"type": "number"}})}
+    tools = [{"name": "f", "description": "d", "parameters": {
+        "type": "object", "properties": _Properties({"a": {"type": "string"}, "n": nested})}}]
+    check(dialect, [{"role": "user", "content": "q"}], tools=tools, date="2026-01-01")
+    # without a callable items, both fail
+    check(dialect, [{"role": "user", "content": "q"}], date="2026-01-01", tools=[
+        {"name": "f", "description": "d", "parameters": {"properties": object()}}])

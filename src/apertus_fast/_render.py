@@ -391,10 +391,14 @@ def _ts_one_of(one_of, trim, jinja_json, depth):
 
 
 def _items(x):
-    """``x.items()`` in a template."""
+    """``x.items()`` in a template: any object with a callable ``items`` attribute (or
+    item) will do, as for Jinja."""
     if type(x) is dict or isinstance(x, _Mapping):
         return list(x.items())
-    raise _Fail(f"expected a mapping with .items(), got {type(x).__name__}")
+    method = attr(x, "items")
+    if method is UNDEFINED or not callable(method):
+        raise _Fail(f"expected a mapping with .items(), got {type(x).__name__}")
+    return list(method())
 
 
 def _unwrap_tool(tool, native):
