@@ -661,3 +661,49 @@ def _reading_a_result(thread) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_kill"),
+                    reason="no pthread_sigmask / pthread_kill on this platform")
+def test_a_signal_during_a_submit_arrives_after_it():
+    """A stop signal handled inside the after-fork hooks a forking submit runs was
+    reported by CPython and dropped: the command ran on, and exited 0. While the
+    workers start, this thread holds the signals back, and they arrive right after."""
+    import signal
+    import threading
+
+    previous = signal.signal(signal.SIGTERM, cli._raise_terminated)
+    try:
+        arrived = False
+        with pytest.raises(cli._Terminated):
+            with cli._signals_held():
+                # (to this thread: one that does not hold it back would take a signal
+                # sent to the process, as pytest-xdist's do)
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+                for _ in range(1000):   # bytecodes run: a handler would run here
+                    pass
+                arrived = True
+        assert arrived
+        assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        cli._caught = 0
+
+
+def test_a_stop_signal_whose_exception_was_swallowed_is_raised_again():
+    """Where another thread let the signal through, the handler may still run in an
+    after-fork hook: the submit's caller raises it again."""
+    import signal
+
+    cli._check_terminated()   # nothing caught: nothing raised
+    try:
+        try:
+            cli._raise_terminated(signal.SIGHUP, None)
+        except cli._Terminated:
+            pass   # what CPython does with an exception raised in an after-fork hook
+        with pytest.raises(cli._Terminated) as info:
+            cli._check_terminated()
+        assert info.value.signum == signal.SIGHUP
+    finally:
+        cli._caught = 0
+    cli._check_terminated()

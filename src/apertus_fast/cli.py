@@ -648,6 +648,10 @@ def _worker_start(handler, keep, compress, parts=None, encoder=None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for name in ("SIGHUP", "SIGQUIT"):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        # (started while the parent held them back, _signals_held: now they are handled
+        # as above)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
     _end_with_the_parent()
     _WORKER = (handler, keep, compress, parts, encoder)
 
@@ -916,7 +920,9 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
                     while pending:
                         take()
                     raise
-                pending.append(pool.submit(fn, *task))
+                with _signals_held():   # (a submit may fork the workers)
+                    pending.append(pool.submit(fn, *task))
+                _check_terminated()
                 while len(pending) >= jobs * BATCHES_PER_WORKER:
                     take()
             while pending:
@@ -1864,16 +1870,58 @@ class _Terminated(BaseException):
 _STOP_SIGNALS = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGQUIT": "quit"}
 
 
+#: The last stop signal ``_raise_terminated`` turned into ``_Terminated`` during this
+#: command (0: none), in case something swallowed the exception (``_check_terminated``).
+_caught = 0
+
+
 def _raise_terminated(signum, frame):
+    global _caught
+    _caught = signum
     raise _Terminated(signum)
+
+
+def _check_terminated() -> None:
+    """Raise ``_Terminated`` again for a stop signal whose exception was swallowed:
+    CPython reports and drops an exception raised in an after-fork hook, where a
+    signal that other threads let through (``_signals_held`` holds it back only in
+    this one) may be handled while a submit forks the workers."""
+    if _caught:
+        raise _Terminated(_caught)
+
+
+#: What _signals_held holds back: Ctrl-C and the stop signals.
+_HELD_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", *_STOP_SIGNALS)
+                      if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold Ctrl-C and the stop signals back while the block runs (where the platform
+    can): a ``pool.submit`` that forks the workers runs the after-fork hooks of this
+    process (logging's, for one), and CPython reports and drops an exception raised in
+    them, so a signal handled there was lost and the command ran on. Held back, it
+    arrives right after, in this code. (The workers inherit the mask: ``_worker_start``
+    lets the signals through again.)"""
+    if not hasattr(signal, "pthread_sigmask") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _catch_stop_signals() -> dict:
     """Turn the stop signals into :class:`_Terminated` while a command runs (only from
     the main thread, and only those nobody else handles). Returns the handlers to
     restore, by signal."""
+    global _caught
     if threading.current_thread() is not threading.main_thread():
         return {}
+    _caught = 0
     previous = {}
     for name in _STOP_SIGNALS:
         signum = getattr(signal, name, None)
