@@ -625,6 +625,67 @@ def test_the_callers_code_runs_on_the_general_path(dialect, what):
     assert got == general(dialect, messages, **arguments(messages))
 
 
+class _Finalizer:
+    """Garbage whose __del__ (run by a cyclic collection) frees a recorded string."""
+
+    def __init__(self, messages):
+        self.messages = messages
+        self.me = self   # a cycle: only the collector frees it
+
+    def __del__(self):
+        self.messages[0]["content"] = "replaced"
+
+
+@pytest.mark.parametrize("entry", ["fast", "matches", "fast_with_marks"])
+def test_a_collection_during_a_render_runs_no_finalizer_before_the_copy(entry):
+    # argument texts made during the render (more than hold() keeps inline): it
+    # allocates a list, which could start a collection, whose finalizer freed the
+    # first message's content before assemble copied it (found by AddressSanitizer)
+    import gc
+
+    def conversation():
+        return [{"role": "user", "content": "u" * 5000 + str(id(object()))},
+                {"role": "assistant", "content": {"blocks": [{"type": "tool_calls", "calls": [
+                    {"name": "f", "arguments": {"a": list(range(1000, 1006))}}]}]}}]
+
+    messages = conversation()
+    expected = general("apertus-1.5", messages)
+    args = _args("apertus-1.5", messages)   # (made first: the render's allocations start it)
+    function = getattr(_render_fast, entry)
+    if entry == "matches":
+        args = (expected, *args)
+    threshold = gc.get_threshold()
+    gc.collect()
+    try:
+        gc.disable()
+        _Finalizer(messages)
+        gc.set_threshold(1)
+        gc.enable()
+        got = function(*args)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.enable()
+    gc.collect()
+    assert messages[0]["content"] == "replaced"   # the finalizer ran, after the render
+    if entry == "fast_with_marks":
+        got = got[0]
+    assert got == (True if entry == "matches" else expected)
+
+
+def test_the_collector_is_left_as_the_caller_had_it():
+    import gc
+
+    assert gc.isenabled()
+    fast("apertus-1", CONV)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        fast("apertus-1", CONV)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_plain_flags_and_tools_take_the_hot_path(dialect):
     for flag in (True, False, None, 0, 1):

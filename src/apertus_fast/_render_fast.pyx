@@ -549,6 +549,9 @@ cdef extern from *:
     PyObject* af_list_item(PyObject* l, Py_ssize_t i)
 
 cdef extern from "Python.h":
+    # (Python 3.10+) the cyclic collector off for a render: see gc_off
+    int PyGC_Disable()
+    int PyGC_Enable()
     # borrowed reference, NULL when missing; on an exact dict with a str key it cannot
     # fail (PyDict_GetItem would also save and restore the error state on every call)
     PyObject* PyDict_GetItemWithError(PyObject* d, PyObject* key)
@@ -1731,12 +1734,21 @@ cdef int fill(Out* o, object messages, object dialect, object tools, object enab
     return 0
 
 
+# gc_off: from the first recorded piece to the copy, the pieces are borrowed pointers,
+# and no code of the caller's may run (fill's checks keep it from the flags and the
+# tools). A cyclic collection can: an allocation of a container during the render (the
+# list hold() keeps texts in, the spans) may start one, and the finalizers (__del__) it
+# runs could drop the last reference to a recorded string. So the collector is off for
+# the render, as it was found by an AddressSanitizer run (heap-use-after-free in
+# assemble); a render allocates few containers, so the count it defers is small.
+
 cdef object fast_render(object messages, object dialect, object tools, object enable_thinking,
                         object add_generation_prompt, object continue_assistant_message,
                         object date, object bos_token, object tools_text):
     """The rendered text, or ``None`` where the general path must render it."""
     cdef Out o
     cdef PyObject* items[64]
+    cdef int gc_was = PyGC_Disable()   # (see gc_off)
     out_init(&o, items, 64)
     try:
         if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
@@ -1744,6 +1756,8 @@ cdef object fast_render(object messages, object dialect, object tools, object en
             return None
         return assemble(&o)
     finally:
+        if gc_was:
+            PyGC_Enable()
         out_free(&o)
 
 
@@ -1771,8 +1785,10 @@ def matches(text, messages, dialect, tools, enable_thinking, add_generation_prom
     hot path does not take the conversation (or ``text`` is not an exact ``str``)."""
     cdef Out o
     cdef PyObject* items[64]
+    cdef int gc_was
     if not af_is_str(<PyObject*>text):
         return None
+    gc_was = PyGC_Disable()   # (see gc_off)
     out_init(&o, items, 64)
     try:
         if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
@@ -1780,6 +1796,8 @@ def matches(text, messages, dialect, tools, enable_thinking, add_generation_prom
             return None
         return equal_pieces(&o, <PyObject*>text)
     finally:
+        if gc_was:
+            PyGC_Enable()
         out_free(&o)
 
 
@@ -1790,14 +1808,17 @@ def fast_with_marks(messages, dialect, tools, enable_thinking, add_generation_pr
     or ``None`` where the general path must render."""
     cdef Out o
     cdef PyObject* items[64]
-    cdef list spans = []
+    cdef list spans
     cdef Py_ssize_t k, k_last, start, end, last = -1
+    cdef int gc_was
     out_init(&o, items, 64)
     o.marks = <Py_ssize_t*>malloc(16 * sizeof(Py_ssize_t))
     if o.marks == NULL:
         raise MemoryError()
     o.capmarks = 16
+    gc_was = PyGC_Disable()   # (see gc_off)
     try:
+        spans = []
         if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
                 continue_assistant_message, date, bos_token, tools_text) == BAIL:
             return None
@@ -1815,6 +1836,8 @@ def fast_with_marks(messages, dialect, tools, enable_thinking, add_generation_pr
             last = end
         return assemble(&o), spans
     finally:
+        if gc_was:
+            PyGC_Enable()
         free(o.marks)
         o.marks = NULL
         out_free(&o)
