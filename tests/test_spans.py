@@ -461,3 +461,9 @@ def test_token_mask_takes_integers_of_any_size_and_kind(impl):
         True, False, False]
     with pytest.raises(TypeError, match=r"offsets\[1\] = \(1, 2, 3\)"):
         _MASKS[impl](spans, [(0, huge), (1, 2, 3)])
+    # spans too: a bound beyond a ssize_t made the compiled loop clamp the offsets and
+    # call itself again, forever (a stack overflow: the interpreter crashed)
+    assert _MASKS[impl]([(0, 5), (10, 2 ** 63)], [(0, 1), (11, 12), (4, 11)]) == [
+        True, True, True]
+    assert _MASKS[impl]([(huge, huge + 5)], [(0, 1), (11, 12)]) == [False, False]
+    assert _MASKS[impl]([(-huge, 3)], [(0, 1), (5, 6)]) == [True, False]

@@ -54,13 +54,13 @@ def token_mask(spans, offsets):
     mask = [False] * count
     k = 0           # the first span that ends after the last token's start ...
     k_start = k_end = 0
-    if n:           # ... and its bounds
-        k_start = starts[0]
-        k_end = ends[0]
     last = 0        # the last token's start
     check = not _COMPILED  # compiled, the C integers check the type themselves
     i = 0
     try:
+        if n:       # ... and its bounds
+            k_start = starts[0]
+            k_end = ends[0]
         for i in range(count):
             start, end = offsets[i]
             if check and (type(start) is not int or type(end) is not int):
@@ -82,24 +82,29 @@ def token_mask(spans, offsets):
             last = start
             if k < n and k_start < end:
                 mask[i] = True
-    except OverflowError:  # compiled only: an offset beyond a C ssize_t
-        return token_mask(spans, _clamped(offsets))
+    except OverflowError:
+        # compiled only: an offset or a span's bound beyond a C ssize_t. Both are
+        # clamped (within a ssize_t, so this recursion goes one level deep).
+        return token_mask(_clamped(spans, "spans"), _clamped(offsets))
     except (TypeError, ValueError):
         raise _offset_error(offsets, i) from None
     return mask
 
 
-def _clamped(offsets):
-    """``offsets`` with every offset beyond a C ``ssize_t`` brought within it, which
-    changes no token's overlap with a span of a text."""
+def _clamped(pairs, what="offsets"):
+    """``pairs`` (the offsets, or the spans) with every bound beyond a C ``ssize_t``
+    brought within it, which changes no token's overlap with a span of a text."""
     out = []
-    for i, pair in enumerate(offsets):
+    for i, pair in enumerate(pairs):
         try:
             start, end = pair
             out.append((min(max(index(start), -sys.maxsize), sys.maxsize),
                         min(max(index(end), -sys.maxsize), sys.maxsize)))
         except (TypeError, ValueError):
-            raise _offset_error(offsets, i) from None
+            if what == "offsets":
+                raise _offset_error(pairs, i) from None
+            raise TypeError(f"{what}[{i}] = {pair!r:.80}: expected a (start, end) pair of "
+                            "integers") from None
     return out
 
 
