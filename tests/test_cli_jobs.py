@@ -386,12 +386,43 @@ def test_zero_means_one_worker_per_cpu(tmp_path, capsys):
     capsys.readouterr()
 
 
-needs_fork = pytest.mark.skipif(cli._mp_context().get_start_method() != "fork",
-                                reason="the workers do not fork from this process, so a "
-                                       "patched function does not reach them")
+@pytest.fixture(autouse=True)
+def forked(monkeypatch):
+    """On Linux, the workers forked from this process, so that what a test patches
+    reaches them (the command forks only while the process has one thread: pyarrow,
+    imported by the Parquet tests, starts some, and then it uses forkserver)."""
+    import multiprocessing
+    import warnings
+
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    monkeypatch.setattr(cli, "_mp_context", lambda: multiprocessing.get_context("fork"))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "This process .* is multi-threaded",
+                                DeprecationWarning)
+        yield
 
 
-@needs_fork
+def test_workers_fork_only_from_a_process_with_one_thread():
+    import subprocess
+
+    from .test_cli import PKG_ROOT
+
+    code = ("import sys; from apertus_fast import cli; print(cli._mp_context().get_start_method()); "
+            "import pyarrow; print(cli._mp_context().get_start_method())")
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork and forkserver are chosen on Linux")
+    pytest.importorskip("pyarrow")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.split()
+    # pyarrow's threads are not threading's: /proc counts them
+    assert out == ["fork", "forkserver"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="a patched function reaches only forked workers")
 def test_a_worker_that_dies_is_exit_2_and_no_output(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out.jsonl"
     out.write_text("previous\n")
@@ -627,7 +658,8 @@ def _send_half_a_result():
     time.sleep(60)
 
 
-@needs_fork
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="a patched function reaches only forked workers")
 def test_stopping_the_workers_ends_the_pools_threads():
     """A worker killed while it sent a result left the pool's manager thread reading
     the rest forever (this process holds the pipe's write end too); the next command in

@@ -804,9 +804,20 @@ def _mp_context():
     import multiprocessing
 
     if sys.platform.startswith("linux"):
-        method = "fork" if threading.active_count() == 1 else "forkserver"
+        method = "fork" if _one_thread() else "forkserver"
         return multiprocessing.get_context(method)
     return multiprocessing.get_context()
+
+
+def _one_thread() -> bool:
+    """Whether this process runs a single thread, counting those ``threading`` does
+    not know of (pyarrow starts some once it is imported, to read Parquet): Linux lists
+    them all in /proc. A fork copies only the calling thread, and a lock another one
+    held stays locked in the child (Python 3.12 warns about forking then)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return threading.active_count() == 1
 
 
 def _widen_pipes(pool) -> None:
