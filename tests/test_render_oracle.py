@@ -245,3 +245,38 @@ def test_properties_with_an_items_method_render_as_the_template_renders_them(dia
     # without a callable items, both fail
     check(dialect, [{"role": "user", "content": "q"}], date="2026-01-01", tools=[
         {"name": "f", "description": "d", "parameters": {"properties": object()}}])
+
+
+class _Record:
+    """Attributes, and item access that is getattr: an AttributeError from
+    ``__getitem__`` for a missing field."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def __contains__(self, key):
+        return key in self.__dict__
+
+
+def _record_cases():
+    user = {"role": "user", "content": "q"}
+    yield "block without text", [user, {"role": "assistant", "content": {
+        "blocks": [_Record(type="thoughts")]}}], None
+    yield "block with text", [user, {"role": "assistant", "content": {
+        "blocks": [_Record(type="response", text="ok")]}}], None
+    yield "message record", [user, _Record(role="assistant", content="ok")], None
+    yield "tool without parameters", [user], [_Record(name="f", description="d")]
+    yield "call record", [user, {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [_Record(name="f", arguments="{}")]}]}}], None
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("case", list(_record_cases()), ids=lambda c: c[0])
+def test_attribute_errors_from_getitem_as_each_environment_has_them(dialect, case):
+    # jinja2's sandbox (the Hugging Face dialects) lets an AttributeError raised by
+    # obj[name] through, where the plain environment (reference) reads it as undefined
+    _, messages, tools = case
+    check(dialect, messages, tools=tools, date="2026-01-01")

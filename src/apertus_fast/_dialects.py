@@ -123,6 +123,10 @@ class Dialect:
     trim_blocks: bool
     #: Special tokens the lexer recognises in this dialect.
     token_kinds: tuple[Kind, ...]
+    #: The jinja2 environment is sandboxed (Hugging Face's ``ImmutableSandboxedEnvironment``):
+    #: there an ``AttributeError`` raised by an object's ``__getitem__`` fails the template
+    #: instead of reading as undefined.
+    sandboxed: bool = False
 
     @property
     def tokens(self) -> dict[str, Kind]:
@@ -164,6 +168,7 @@ DIALECTS: dict[str, Dialect] = {
             tojson="hf",
             trim_blocks=True,
             token_kinds=_CORE_KINDS + (Kind.IMAGE,),
+            sandboxed=True,
         ),
         Dialect(
             name="apertus-1.5",
@@ -182,6 +187,7 @@ DIALECTS: dict[str, Dialect] = {
             token_kinds=_CORE_KINDS
             + (Kind.TOOL_OUTPUT_START, Kind.TOOL_OUTPUT_END, Kind.IMAGE, Kind.AUDIO,
                Kind.THINK_START, Kind.THINK_END),
+            sandboxed=True,
         ),
     )
 }

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import json as _json
 from marshal import dumps as _marshal_dumps
+import threading as _threading
 import time as _time
 from collections.abc import Mapping as _Mapping
 
@@ -76,6 +77,16 @@ class _Undefined:
 
 UNDEFINED = _Undefined()
 _MISSING = object()
+
+# Whether the render under way (in this thread) is in a sandboxed environment
+# (Dialect.sandboxed): the one difference between the two environments' attribute
+# lookups is what an AttributeError raised by ``obj[name]`` does. Set by each render on
+# the general path; read only when an object's ``__getitem__`` raises AttributeError.
+_STATE = _threading.local()
+
+
+def _sandboxed():
+    return getattr(_STATE, "sandboxed", False)
 # Builtin types whose ``obj["name"]`` always fails: skip trying (exceptions are slow).
 _NO_STRING_KEYS = frozenset([list, tuple, str, int, float, bool, type(None),
                              type({}.items), type(len)])
@@ -106,7 +117,11 @@ def _attr_slow(obj, name):
         return UNDEFINED
     try:
         return obj[name]
-    except (TypeError, LookupError, AttributeError):
+    except (TypeError, LookupError):
+        return UNDEFINED
+    except AttributeError:
+        if _sandboxed():   # (jinja2's sandbox catches only the two above)
+            raise
         return UNDEFINED
 
 
@@ -125,8 +140,11 @@ def item(obj, key):
         return getattr(obj, key, UNDEFINED)
     try:
         return obj[key]
-    except (TypeError, LookupError, AttributeError):
+    except (TypeError, LookupError):
         pass
+    except AttributeError:
+        if _sandboxed():
+            raise
     try:
         return getattr(obj, key)
     except AttributeError:
@@ -142,7 +160,11 @@ def item0(obj):
         raise _Fail("index of an undefined value")
     try:
         return obj[0]
-    except (TypeError, LookupError, AttributeError):
+    except (TypeError, LookupError):
+        return UNDEFINED
+    except AttributeError:
+        if _sandboxed():
+            raise
         return UNDEFINED
 
 
@@ -419,6 +441,7 @@ def _unwrap_tool(tool, native):
 def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str:
     """The ``render_tools(tools)`` macro: the text after ``Tool Capabilities:\\n``."""
     d = get_dialect(dialect)
+    _STATE.sandboxed = d.sandboxed
     try:
         return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
     except _ERRORS as exc:
@@ -676,6 +699,7 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
     d = DIALECTS.get(dialect) if type(dialect) is str else None
     if d is None:
         d = get_dialect(dialect)
+    _STATE.sandboxed = d.sandboxed
     if type(messages) is not list and not isinstance(messages, (list, tuple)):
         messages = _conversation_messages(messages)
     for m in messages:
