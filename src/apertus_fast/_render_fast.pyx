@@ -1558,7 +1558,9 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
     cdef PyObject* content
     cdef Py_ssize_t start = 0, i, n
     cdef object system, day, text
-    cdef list tool_list, texts = None
+    cdef PyObject* texts[8]        # the tools' signatures (held), the first eight ...
+    cdef list more = None          # ... and the others
+    cdef Py_ssize_t ntools = 0
     global _checked_date
     if date is not None and date is not _checked_date:
         _render_date(date)  # a bad date raises: the general path reports it
@@ -1566,17 +1568,23 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
     # The tool signatures first: a cache miss renders one with the general path, which
     # may run the caller's code (attributes, __str__ of what the tools hold), and once a
     # piece of the messages is recorded (a borrowed pointer) no such code may run: it
-    # could drop the last reference to that piece. (A copy of the list: that code could
-    # also change the list itself.)
-    if tools_text is None and tools is not None and len(<list>tools):
-        tool_list = list(<list>tools)
-        texts = []
-        for tool in tool_list:
-            text = tool_text(tool, d)
+    # could drop the last reference to that piece. (tool_text declines what would run
+    # it; the length is read again all the same, as indexing is unchecked.)
+    if tools_text is None and tools is not None:
+        i = 0
+        while i < len(<list>tools):
+            text = tool_text((<list>tools)[i], d)
             if type(text) is not str:
                 return BAIL
             hold(o, text)
-            texts.append(text)
+            if ntools < 8:
+                texts[ntools] = <PyObject*>text
+            else:
+                if more is None:
+                    more = []
+                more.append(text)
+            ntools += 1
+            i += 1
     if af_list_len(messages):
         first = af_list_item(messages, 0)
         if not af_is_dict(first):
@@ -1630,13 +1638,12 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
         push(o, <PyObject*>TOOLS_HEAD)
         push(o, <PyObject*>tools_text)
         push(o, <PyObject*>DEVELOPER_END)
-    elif texts is not None:
+    elif ntools:
         push(o, <PyObject*>TOOLS_HEAD)
-        n = len(texts)
-        for i in range(n):
+        for i in range(ntools):
             if i:
                 push(o, <PyObject*>NEWLINE)
-            push(o, <PyObject*>texts[i])
+            push(o, texts[i] if i < 8 else <PyObject*>(<list>more)[i - 8])
         push(o, <PyObject*>DEVELOPER_END)
     else:
         push(o, <PyObject*>NO_TOOLS)
