@@ -686,6 +686,78 @@ def test_the_collector_is_left_as_the_caller_had_it():
         gc.enable()
 
 
+class _CollidingKey:
+    """A dict key that is not a str, hashed like a field's name: looking that field up
+    runs its __eq__, which frees the first message's content."""
+
+    def __init__(self, name, messages):
+        self.name = name
+        self.messages = messages
+        self.armed = False
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __eq__(self, other):
+        if self.armed:
+            self.messages[0]["content"] = "replaced"
+        return False
+
+
+@pytest.mark.parametrize("where", ["call", "blocks", "parts", "part", "output", "first",
+                                   "tool"])
+def test_a_key_whose_eq_runs_code_leaves_the_dict_to_the_general_path(where):
+    # the hot path looks fields up in the caller's dicts; with a key that is not an
+    # exact str, the lookup could run that key's __eq__ after pieces were recorded:
+    # heap-use-after-free (found by AddressSanitizer). Such dicts are declined.
+    from apertus_fast import render
+
+    def conversation():
+        messages = [{"role": "user", "content": "u" * 5000 + str(id(object()))}]
+        key = _CollidingKey({"call": "arguments", "blocks": "blocks", "parts": "parts",
+                             "part": "type", "output": "output", "first": "role",
+                             "tool": "name"}[where], messages)
+
+        def keyed(**fields):
+            d = {key: 0}
+            d.update(fields)
+            return d
+
+        tools = None
+        if where == "call":
+            messages.append({"role": "assistant", "content": {"blocks": [{"type": "tool_calls",
+                "calls": [keyed(name="f", arguments="{}")]}]}})
+        elif where == "blocks":
+            messages.append({"role": "assistant", "content": keyed(blocks=[
+                {"type": "response", "text": "r"}])})
+        elif where == "parts":
+            messages.append({"role": "user", "content": keyed(parts=[{"type": "text", "text": "p"}])})
+        elif where == "part":
+            messages.append({"role": "user", "content": {"parts": [keyed(type="text", text="p")]}})
+        elif where == "output":
+            messages.append({"role": "assistant", "content": {"blocks": [
+                {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}]},
+                {"type": "tool_outputs", "outputs": [keyed(output="o")]}]}})
+        elif where == "first":
+            messages.insert(0, keyed(role="system", content="s" * 3000))
+            key.messages = messages[1:]
+        else:
+            tools = [keyed(name="f", description="d")]
+        return messages, tools, key
+
+    messages, tools, key = conversation()
+    key.armed = True
+    assert fast("apertus-1.5", messages, tools=tools) is None
+    assert _render_fast.matches("", *_args("apertus-1.5", messages, tools=tools)) is None
+    assert _render_fast.fast_with_marks(*_args("apertus-1.5", messages, tools=tools)) is None
+    messages, tools, key = conversation()
+    key.armed = True
+    got = render(messages, dialect="apertus-1.5", tools=tools, date="2026-01-01")
+    messages, tools, key = conversation()
+    key.armed = True
+    assert got == general("apertus-1.5", messages, tools=tools)
+
+
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_plain_flags_and_tools_take_the_hot_path(dialect):
     for flag in (True, False, None, 0, 1):

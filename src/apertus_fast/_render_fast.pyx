@@ -48,7 +48,6 @@ cdef extern from *:
     #define AF_STR_OK(o) PyUnicode_CheckExact(o)
     #endif
     static CYTHON_INLINE int af_is_str(PyObject *o) { return AF_STR_OK(o); }
-    static CYTHON_INLINE int af_is_dict(PyObject *o) { return PyDict_CheckExact(o); }
     static CYTHON_INLINE int af_is_list(PyObject *o) { return PyList_CheckExact(o); }
     static CYTHON_INLINE int af_is_int(PyObject *o) { return PyLong_CheckExact(o); }
     static CYTHON_INLINE int af_is_float(PyObject *o) { return PyFloat_CheckExact(o); }
@@ -94,6 +93,24 @@ cdef extern from *:
         (void)d; (void)n;
         return NULL;
     #endif
+    }
+    /* An exact dict whose keys are all exact str: looking a str up in it runs no
+       Python code. (With other keys, a key's __eq__ runs when its hash matches, and the
+       caller's code must not run during a render: the pieces recorded so far are
+       borrowed pointers it could free.) A table of kind DICT_KEYS_UNICODE or _SPLIT
+       holds exact str keys only; elsewhere the keys are checked one by one. */
+    static int af_str_keys(PyObject *o) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+    #if AF_DICT_DIRECT
+        if (af_direct) return ((af_keys *)((PyDictObject *)o)->ma_keys)->dk_kind != 0;
+    #endif
+        while (PyDict_Next(o, &pos, &k, &v))
+            if (!PyUnicode_CheckExact(k)) return 0;
+        return 1;
+    }
+    static CYTHON_INLINE int af_is_dict(PyObject *o) {
+        return PyDict_CheckExact(o) && af_str_keys(o);
     }
     typedef struct { af_entry *e; Py_ssize_t i, n; PyObject *d; } af_iter;
     static CYTHON_INLINE void af_iter_init(af_iter *it, PyObject *d) {
