@@ -1158,12 +1158,12 @@ def lenient_calls_at(raw: str):
     (docs/format.md, 7)."""
     exact = _read_calls(raw)[0]
     if exact is not None:
-        if _all_json(exact):
-            return [(name, args, at, at - len(name) - 5) for name, args, at in exact], ""
-        calls, whole = _salvage(raw)
-        if whole and _all_json(calls):
-            return calls, (f"read {len(calls)} tool call(s) as JSON from a list not written "
-                           f"as the template writes it {raw[:60]!r}")
+        if not _all_json(exact):
+            calls, whole = _salvage(raw)
+            if whole and _all_json(calls):
+                return calls, (f"read {len(calls)} tool call(s) as JSON from a list not "
+                               f"written as the template writes it {raw[:60]!r}")
+        # (a call's head, '{"' NAME '": ', begins 5 characters before its arguments)
         return [(name, args, at, at - len(name) - 5) for name, args, at in exact], ""
     calls = _salvage(raw)[0]
     return calls, f"recovered {len(calls)} tool call(s) from malformed text {raw[:60]!r}"
