@@ -595,3 +595,27 @@ def test_scan_chunk_argument_checks(core):
     buf, stop, rs, err, code = mod.scan_chunk(table, "xx<|image|>yy<|ima", 1, 10, 5, False)
     assert list(buf) == [0, 5, 12, int(Kind.IMAGE), 12, 21]
     assert (stop, rs, err, code) == (13, 21, -1, 0)
+
+
+def test_the_input_shapes_script_measures_what_lexer_md_says(capsys):
+    """``benchmarks/lexer_inputs.py`` (docs/lexer.md, "Performance"): every input shape
+    it times is of the kind its row names, and the script's check that the scan finds
+    exactly the dialect's tokens passes on each (a tiny size, one round: not a timing)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "lexer_inputs.py"
+    spec = importlib.util.spec_from_file_location("lexer_inputs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    kinds = {name: (text.isascii(), max(map(ord, text)))
+             for name, text in mod.inputs("apertus-format-reference")}
+    assert kinds["ASCII"][0] and kinds["dense tokens (`hi`/`yo` turns)"][0]
+    assert 128 <= kinds["1-byte kind (`ü`, `°`)"][1] < 256
+    assert 256 <= kinds["2-byte kind (one `€`)"][1] < 0x10000
+    assert kinds["4-byte kind (one emoji)"][1] >= 0x10000
+    assert mod.main(["--mb", "0.02", "--rounds", "1", "--dialect", "apertus-1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + len(kinds)
+    dense = next(r for r in rows if r.startswith("| dense"))
+    assert int(dense.split("|")[2]) > 80   # events per kB: nearly all tokens
