@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from apertus_fast import ParseError, normalize, parse, render
+from apertus_fast import ParseError, StreamParser, normalize, parse, render
 from apertus_fast._parse import split_tool_calls, split_tool_outputs
 
 DATE = "2026-01-01"
@@ -331,6 +331,75 @@ def test_lenient_reads_call_lists_written_with_other_json_whitespace(dialect, wr
         assert r.warnings == [f"line 1, column 17: {warning} from malformed text {written!r}"]
     else:
         assert r.warnings == []
+
+
+_OPENAI_LISTS = [
+    # (the call list a model wrote in OpenAI's shape, the calls lenient reading finds)
+    ('[{"name": "f", "arguments": {"city": "Bern"}}]', [("f", '{"city": "Bern"}')]),
+    # arguments as OpenAI's API writes them, a JSON string: the string decoded
+    ('[{"name": "f", "arguments": "{\\"a\\": 1}"}, {"name": "g", "arguments": {}}]',
+     [("f", '{"a": 1}'), ("g", "{}")]),
+    ('[{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": [1, 2]}}]',
+     [("f", "[1, 2]")]),
+    ('[{"type": "function", "function": {"arguments": {}, "name": "f\\u00e9"}}]', [("f\u00e9", "{}")]),
+    ('[ {"arguments": {"x": 1},\n "name": "h"} ,{"name": "i", "arguments": null}]',
+     [("h", '{"x": 1}'), ("i", "null")]),
+]
+
+#: Lists that are not all OpenAI-style call objects: read as before (the written form,
+#: whose reading of a two-key object is a call named after its first key).
+_NOT_OPENAI_LISTS = [
+    '[{"f": {}}, {"name": "g", "arguments": {}}]',         # one call of each kind
+    '[{"name": "g"}]',                                      # no arguments: a call "name"
+    '[{"function": {"name": "f", "arguments": {}}}]',       # one key: a call "function"
+    '[{"name": "f", "arguments": {}, "extra": 1}]',          # a key of neither shape
+    '[{"type": "tool", "name": "f", "arguments": {}}]',     # a type that is not "function"
+    '[{"name": 5, "arguments": {}}]',                       # a name that is not a string
+    '[{"name": "f", "name": "g", "arguments": {}}]',        # a repeated key
+    '[{"name": "f", "arguments": {}}] x',                   # text after the list
+]
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("written, calls", _OPENAI_LISTS)
+def test_lenient_reads_a_list_of_openai_style_call_objects(dialect, written, calls):
+    from apertus_fast import parse_completion
+    text = "<|tools_prefix|>" + written + "<|tools_suffix|>"
+    r = parse_completion(text, dialect=dialect)
+    assert [(c["name"], c["arguments"]) for c in r.tool_calls] == calls
+    assert r.warnings == [f'line 1, column 17: read {len(calls)} tool call(s) from OpenAI-style '
+                          f'objects {{"name": ..., "arguments": ...}} {written[:60]!r}']
+    assert r.finish_reason == "tool_calls"
+    # the same reading by the builder (lenient parse) and by a stream fed a character
+    # at a time, which holds the first call back: its name may be a key, not a tool
+    turn = parse("<|assistant_start|>" + text, dialect=dialect, strict=False).messages[-1]
+    got = [(c["function"]["name"], c["function"]["arguments"]) for c in turn["tool_calls"]] \
+        if "tool_calls" in turn else [(c["name"], c["arguments"]) for b in turn["content"]["blocks"]
+                                      if b["type"] == "tool_calls" for c in b["calls"]]
+    assert got == calls
+    stream = StreamParser(dialect)
+    deltas = [d for ch in text for d in stream.feed(ch)] + stream.close()
+    assert [(d.name, d.text) for d in deltas if d.name is not None] == \
+        [(name, args) for name, args in calls]
+    assert stream.result().tool_calls == r.tool_calls
+
+
+@pytest.mark.parametrize("written", _NOT_OPENAI_LISTS)
+def test_lenient_reads_openai_style_objects_only_as_a_whole_list(written):
+    from apertus_fast import parse_completion
+    r = parse_completion("<|tools_prefix|>" + written + "<|tools_suffix|>", dialect="apertus-1.5")
+    assert not any("OpenAI" in w for w in r.warnings)
+    assert r.tool_calls[0]["name"] != "f" or written.startswith('[{"f"')
+
+
+def test_strict_reads_a_call_named_name_as_written():
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function",
+                     "function": {"name": "name", "arguments": '"f", "arguments": {}'}}]}]
+    text = render(messages, dialect="apertus-1", date="2026-01-01")
+    assert text.endswith('<|tools_prefix|>[{"name": "f", "arguments": {}}]<|tools_suffix|>')
+    assert parse(text, dialect="apertus-1").messages == messages
 
 
 def test_strict_keeps_the_written_reading_of_a_list_that_is_also_json():

@@ -846,6 +846,32 @@ def call_texts(draw):
 
 
 @st.composite
+def openai_call_texts(draw):
+    """One call in OpenAI's shape, as a model of another format may write it:
+    ``{"name": NAME, "arguments": ARGUMENTS}`` (arguments a JSON value, or JSON text in a
+    JSON string as OpenAI's API writes it), ``{"type": "function", "function": {...}}``,
+    keys in either order, with an id; or a near miss (a key too many or too few)."""
+    name = json.dumps(draw(st.one_of(st.sampled_from(NAMES), st.sampled_from(["name", "é\"x"]))))
+    args = draw(st.one_of(json_values.map(json.dumps),
+                          json_values.map(lambda v: json.dumps(json.dumps(v))),
+                          st.sampled_from(["{}", '"}, {\\"x\\": 1"', "[1, 2]", "x"])))
+    members = [f'"name": {name}', f'"arguments": {args}']
+    if draw(st.booleans()):
+        members.reverse()
+    shape = draw(st.integers(0, 5))
+    if shape == 1:
+        members = ['"type": "function"', '"function": {' + ", ".join(members) + "}"]
+    elif shape == 2:
+        members.insert(0, '"id": "call_1"')
+    elif shape == 3:
+        members.pop(draw(st.integers(0, 1)))
+    elif shape == 4:
+        members.append('"extra": 1')
+    sep = draw(st.sampled_from([", ", ", ", ",", ",\n "]))
+    return "{" + sep.join(members) + "}"
+
+
+@st.composite
 def completions(draw, dialect):
     d = get_dialect(dialect)
     brackets = d.tool_output_open == "["
@@ -858,7 +884,8 @@ def completions(draw, dialect):
             pieces.append(draw(st.sampled_from(["<|inner_prefix|>", "<|inner_suffix|>",
                                                 "<think>", "</think>"])))
         elif what <= 5:
-            calls = draw(st.lists(call_texts(), max_size=3))
+            calls = draw(st.lists(call_texts(), max_size=3) | st.lists(openai_call_texts(),
+                                                                        max_size=3))
             sep = draw(st.sampled_from([", ", ", ", ",", ",\n", " , "]))
             ws = draw(st.sampled_from(["", "", "", " ", "\n"]))
             pieces.append("<|tools_prefix|>" + draw(st.sampled_from(["", "", " "])) + "["

@@ -1145,6 +1145,102 @@ def _all_json(calls):
     return True
 
 
+#: The keys of an OpenAI-style call object (``{"name": ..., "arguments": ...}``, or
+#: ``{"type": "function", "function": {...}}``, each perhaps with an ``"id"``).
+OPENAI_CALL_KEYS = frozenset(("name", "arguments", "id", "type", "function"))
+
+
+def _json_members(s, pos):
+    """The object at ``pos`` (``{`` there): ``(members, end)``, members as ``{key:
+    (start, end)}`` of each value in ``s``; ``(None, -1)`` unless it is one JSON object
+    without repeated keys."""
+    n = len(s)
+    i = _json_ws(s, pos + 1, n)
+    members = {}
+    if i < n and s[i] == "}":
+        return members, i + 1
+    while True:
+        v = _json_key(s, i, n)
+        if v < 0:
+            return None, -1
+        key = _JSON.decode(s[i:_json_string_end(s, i + 1, n)])
+        end = _json_end(s, v)
+        if end < 0 or key in members:
+            return None, -1
+        members[key] = (v, end)
+        i = _json_ws(s, end, n)
+        if i < n and s[i] == ",":
+            i = _json_ws(s, i + 1, n)
+            continue
+        if i < n and s[i] == "}":
+            return members, i + 1
+        return None, -1
+
+
+def _openai_call(s, pos):
+    """The OpenAI-style call object at ``pos``: ``(name, arguments, start, end)``
+    (``start``: where the arguments are in ``s``), or ``None``. Arguments written as
+    a JSON string are that string decoded (OpenAI's own shape); any other JSON value
+    is its text as written."""
+    members, end = _json_members(s, pos)
+    if members is None or not members.keys() <= OPENAI_CALL_KEYS:
+        return None
+    if "id" in members and s[members["id"][0]] != '"':
+        return None
+    if "type" in members and s[members["type"][0]:members["type"][1]] != '"function"':
+        return None
+    if "function" in members:   # {"type": "function", "function": {"name", "arguments"}}
+        if "name" in members or "arguments" in members:
+            return None
+        a, b = members["function"]
+        members = _json_members(s, a)[0] if s[a] == "{" else None
+        if members is None or members.keys() != {"name", "arguments"}:
+            return None
+    elif "name" not in members or "arguments" not in members:
+        return None
+    a, b = members["name"]
+    if s[a] != '"':
+        return None
+    name = _JSON.decode(s[a:b])
+    a, b = members["arguments"]
+    if s[a] == '"':
+        return name, _JSON.decode(s[a:b]), a + 1, end
+    return name, s[a:b], a, end
+
+
+def _openai_calls(raw):
+    """``raw`` as a JSON list of OpenAI-style call objects only: the calls as
+    ``(name, arguments, start, head)``, or ``None``."""
+    n = len(raw)
+    pos = _json_ws(raw, 0, n)
+    if pos >= n or raw[pos] != "[":
+        return None
+    # the first key as the written form's reading (and the stream) sees it: a call
+    # named "name" (or another key of the shape) is what the stream holds back
+    m = _FIRST_KEY.match(raw, pos)
+    if m is None or m.group(1) not in OPENAI_CALL_KEYS:
+        return None
+    calls = []
+    pos = _json_ws(raw, pos + 1, n)
+    while True:
+        if pos >= n or raw[pos] != "{":
+            return None
+        call = _openai_call(raw, pos)
+        if call is None:
+            return None
+        calls.append((call[0], call[1], call[2], pos))
+        pos = _json_ws(raw, call[3], n)
+        if pos < n and raw[pos] == ",":
+            pos = _json_ws(raw, pos + 1, n)
+            continue
+        if pos < n and raw[pos] == "]" and _json_ws(raw, pos + 1, n) == n:
+            return calls
+        return None
+
+
+_FIRST_KEY = re.compile(r'\[[ \t\n\r]*\{[ \t\n\r]*"([a-z]*)"')
+
+
 def lenient_calls_at(raw: str):
     """The calls of a call-list body as model output is read (lenient ``parse``,
     ``parse_completion``, ``StreamParser``): ``(calls, note)``, calls as ``(name,
@@ -1155,8 +1251,16 @@ def lenient_calls_at(raw: str):
     call's arguments as text that is not JSON but the lenient reading reads the whole
     list with JSON arguments only, the lenient reading wins: ``[{"f": {"a": 1}},{"g":
     {}}]`` is two calls, not ``f`` with the arguments ``{"a": 1}},{"g": {}``
-    (docs/format.md, 7)."""
+    (docs/format.md, 7). Before either, when the written form does not read the list
+    with JSON arguments, a JSON list of OpenAI-style call objects only
+    (``[{"name": "f", "arguments": {...}}]``, or ``{"type": "function", "function":
+    {...}}``) is read as those calls: ``f``, not a call named ``name``."""
     exact = _read_calls(raw)[0]
+    if exact is None or not _all_json(exact):
+        openai = _openai_calls(raw)
+        if openai is not None:
+            return openai, (f"read {len(openai)} tool call(s) from OpenAI-style objects "
+                            f"{{\"name\": ..., \"arguments\": ...}} {raw[:60]!r}")
     if exact is not None:
         if not _all_json(exact):
             calls, whole = _salvage(raw)

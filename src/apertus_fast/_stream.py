@@ -41,7 +41,7 @@ from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
 from ._lex import _core_for, _table, scan_str, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
-                     lenient_calls_at, split_tool_outputs)
+                     OPENAI_CALL_KEYS, lenient_calls_at, split_tool_outputs)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -319,7 +319,8 @@ class _Calls:
     end of the body agrees on:
 
     * a call's name once its ``{"NAME": `` is complete (a name holding ``"`` or a
-      newline waits for the end: the two readings differ there);
+      newline waits for the end: the two readings differ there; so does a first call
+      named as a key of an OpenAI-style call object, ``name``, ``type``, ...);
     * its arguments up to the first position where the reading of some continuation
       could end them: the first ``}, {"`` after them, the end of their JSON value once
       that is complete, and the last 4 characters (a ``}, {"`` or the final ``}]``
@@ -420,6 +421,11 @@ class _Calls:
                 if head[q] == '"' and len(head) < q + 3:
                     return
                 if head[q:q + 3] != '": ':   # a newline or a quote inside the name
+                    self.phase = _STOPPED
+                    return
+                if self.k < 0 and head[:q] in OPENAI_CALL_KEYS:
+                    # '[{"name": ' may begin a list of OpenAI-style call objects, which
+                    # the builder reads as such: only the end of the list decides
                     self.phase = _STOPPED
                     return
                 self.k += 1
