@@ -510,3 +510,31 @@ def test_format_string_names_the_empty_call_list_it_cannot_hold(dialect):
     with pytest.raises(ValueError, match=r"cannot represent an empty call list \(\[\]\)"):
         parse(text, dialect=dialect, format="string")
     assert parse(text, dialect=dialect).format == "blocks"
+
+
+class _Text(str):
+    """A str subclass, as numpy.str_ and markupsafe.Markup are."""
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_str_subclasses_are_read_as_their_text(dialect):
+    # (the compiled build typed these arguments as exact str and raised TypeError)
+    from apertus_fast import parse_completion
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    text = render(messages, dialect=dialect, date="2026-01-01")
+    assert parse(_Text(text), dialect=dialect).messages == messages
+    assert parse(_Text(text), dialect=dialect, strict=False, format=_Text("string")).messages \
+        == messages
+    assert parse(_Text("hi"), dialect=dialect, strict=False).messages == \
+        [{"role": "assistant", "content": "hi"}]
+    completion = _Text("<|inner_prefix|>r<|inner_suffix|>x<|assistant_end|>")
+    got = parse_completion(completion, dialect=dialect, prompt=_Text("<|assistant_start|>"),
+                           format=_Text("blocks"))
+    assert (got.reasoning, got.content, got.format) == ("r", "x", "blocks")
+    stream = StreamParser(dialect, prompt=_Text("<|assistant_start|>"), format=_Text("auto"))
+    assert [(d.kind, d.text) for d in stream.feed(_Text("ab"))] == [("response", "ab")]
+    for bad in (None, "Blocks", 1):
+        with pytest.raises(ValueError, match="format must be"):
+            parse("x", strict=False, format=bad)
+        with pytest.raises(ValueError, match="format must be"):
+            parse_completion("x", format=bad)

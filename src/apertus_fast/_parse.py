@@ -1,5 +1,6 @@
-# cython: boundscheck=True, wraparound=True
-# (plain Python compiled by Cython: keep Python's index semantics and checks)
+# cython: boundscheck=True, wraparound=True, annotation_typing=False
+# (plain Python compiled by Cython: keep Python's index semantics and checks, and its
+# acceptance of str subclasses: annotations are for readers and type checkers only)
 """Parsing: rendered Apertus text -> the conversation that renders to it.
 
 The lexer (``_lex``) turns text into events ``(kind, start, end)``; this builder walks
@@ -579,6 +580,8 @@ _NEED_BLOCKS = ("format='string' cannot represent an empty call list ([]), nor, 
 
 class _Builder:
     def __init__(self, text, events, d, strict, fmt):
+        if type(text) is not str:   # a str subclass (numpy.str_, markupsafe.Markup)
+            text = str.__str__(text)
         self.text = text
         self.d = d
         self.strict = strict
@@ -610,11 +613,11 @@ class _Builder:
         # where a prompt ended a "[a, b]" tool-output group (StreamParser, prompt=):
         # a text run is cut there, not read to its last "]" (-1: no such place)
         self.group_end = -1
+        if not isinstance(fmt, str) or fmt not in ("auto", "string", "blocks"):
+            raise ValueError(f"format must be 'auto', 'string' or 'blocks', got {fmt!r}")
         if fmt == "auto":
             fmt = "blocks" if self._has_reasoning() else "string"
-        elif fmt not in ("string", "blocks"):
-            raise ValueError(f"format must be 'auto', 'string' or 'blocks', got {fmt!r}")
-        self.format = fmt
+        self.format = "string" if fmt == "string" else "blocks"
 
     # -- helpers ------------------------------------------------------------
     def kind(self, j):
@@ -1305,7 +1308,7 @@ def _valid_date(s):
 
 def _as_text(data):
     if isinstance(data, str):
-        return data
+        return data if type(data) is str else str.__str__(data)
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
         try:

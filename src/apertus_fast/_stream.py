@@ -1,5 +1,6 @@
-# cython: boundscheck=True, wraparound=True
-# (plain Python compiled by Cython: keep Python's index semantics and checks)
+# cython: boundscheck=True, wraparound=True, annotation_typing=False
+# (plain Python compiled by Cython: keep Python's index semantics and checks, and its
+# acceptance of str subclasses: annotations are for readers and type checkers only)
 """Model output, read as it streams: an assistant turn, chunk by chunk, as deltas.
 
 An inference server renders the prompt with ``add_generation_prompt=True`` (it ends in
