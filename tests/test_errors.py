@@ -15,6 +15,8 @@ import multiprocessing
 import pickle
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apertus_fast import ApertusError, ApertusFormatter, Conversation, Message, ParseError
 from apertus_fast import RenderError, parse, render
@@ -133,3 +135,19 @@ def test_worker_errors_reach_the_parent_of_a_pool():
         with pytest.raises(RenderError) as info:
             pool.apply_async(_render_in_worker, (BAD_MESSAGES,)).get(timeout=60)
         assert info.value.message_index == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet="ab\n\r😀", max_size=40), data=st.data())
+def test_lines_finds_what_counting_the_text_finds(text, data):
+    """``Lines`` (the lenient builder's line index: one pass, then a binary search per
+    warning, where counting the text before each warning again was quadratic) gives
+    the line and column ``ParseError.at`` counts."""
+    from apertus_fast._errors import Lines
+
+    lines = Lines(text)
+    for offset in data.draw(st.lists(st.integers(0, len(text)), max_size=8)):
+        counted = ParseError.at(text, offset, "r")
+        indexed = ParseError.at(text, offset, "r", lines=lines)
+        assert (indexed.line, indexed.column) == (counted.line, counted.column)
+        assert str(indexed) == str(counted)

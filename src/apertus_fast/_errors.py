@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left
+
 __all__ = ["ApertusError", "RenderError", "ParseError"]
 
 
@@ -11,6 +14,9 @@ def _restore(cls, args):
     err = cls.__new__(cls)
     err.args = args
     return err
+
+
+_NEWLINE = re.compile("\n")
 
 
 class ApertusError(Exception):
@@ -81,15 +87,18 @@ class ParseError(ApertusError, ValueError):
 
     @classmethod
     def at(cls, text, offset: int, reason: str, *, expected: str = "", found: str = "",
-           radius: int = 30) -> "ParseError":
+           radius: int = 30, lines: "Lines | None" = None) -> "ParseError":
         """Build a ParseError for ``text`` (str or bytes) at character/byte ``offset``,
-        computing line, column and excerpt."""
+        computing line, column and excerpt (with ``lines``, a :class:`Lines` of
+        ``text``, without counting the text before the offset again)."""
         offset = max(0, min(offset, len(text)))
-        nl = b"\n" if isinstance(text, (bytes, bytearray, memoryview)) else "\n"
-        head = bytes(text[:offset]) if isinstance(text, memoryview) else text[:offset]
-        line = head.count(nl) + 1
-        last_nl = head.rfind(nl)
-        column = offset - last_nl  # 1-based (rfind gives -1 on the first line)
+        if lines is not None:
+            line, column = lines.where(offset)
+        else:
+            nl = b"\n" if isinstance(text, (bytes, bytearray, memoryview)) else "\n"
+            head = bytes(text[:offset]) if isinstance(text, memoryview) else text[:offset]
+            line = head.count(nl) + 1
+            column = offset - head.rfind(nl)  # 1-based (rfind gives -1 on the first line)
         chunk = text[max(0, offset - radius): offset + radius]
         if isinstance(chunk, memoryview):
             chunk = bytes(chunk)
@@ -97,3 +106,24 @@ class ParseError(ApertusError, ValueError):
             chunk = bytes(chunk).decode("utf-8", "replace")
         return cls(reason, offset=offset, line=line, column=column,
                    expected=expected, found=found, excerpt=chunk)
+
+
+class Lines:
+    """Line and column of offsets in one ``str``, for many lookups: one pass over the
+    text's newlines when first asked, then a binary search each (a lenient parse that
+    warns at every turn of a long text would otherwise count the text before each
+    warning again)."""
+
+    __slots__ = ("text", "newlines")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.newlines = None
+
+    def where(self, offset: int) -> tuple:
+        """``(line, column)``, 1-based, of ``offset`` (``0 <= offset <= len(text)``)."""
+        newlines = self.newlines
+        if newlines is None:
+            newlines = self.newlines = [m.start() for m in _NEWLINE.finditer(self.text)]
+        k = bisect_left(newlines, offset)   # the newlines before the offset
+        return k + 1, offset - (newlines[k - 1] if k else -1)

@@ -46,6 +46,7 @@ cdef class _Builder:
     cdef bint waiting, no_header
     cdef public Py_ssize_t group_end
     cdef public list messages
+    cdef object lines
 
     cdef int kind(self, Py_ssize_t j) except -1
     cdef Py_ssize_t start(self, Py_ssize_t j) except -1

@@ -26,7 +26,7 @@ import sys
 from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
-from ._errors import ParseError
+from ._errors import Lines, ParseError
 from ._lex import scan_str, utf8_found
 from ._render import render, renders_to
 
@@ -601,8 +601,9 @@ class _Builder:
         self.n = len(events) // 3
         self.i = 0
         self.warnings = []
+        self.lines = Lines(text)
         for j in mapped:   # the text now re-renders with the <|...|> tokens: say so
-            err = ParseError.at(text, events[j + 1], "")
+            err = ParseError.at(text, events[j + 1], "", lines=self.lines)
             self.warnings.append(
                 f"line {err.line}, column {err.column}: "
                 + ("<think> read as <|inner_prefix|>" if events[j] == _K_INNER_PREFIX
@@ -644,7 +645,8 @@ class _Builder:
             stop = self.start(j) if j < self.n else len(self.text)
             if at < stop:
                 found = "text " + repr(self.text[at:min(stop, at + 30)])
-                return ParseError.at(self.text, at, reason, expected=expected, found=found)
+                return ParseError.at(self.text, at, reason, expected=expected, found=found,
+                                     lines=self.lines)
         if j < self.n:
             k = self.kind(j)
             offset = self.start(j)
@@ -655,7 +657,8 @@ class _Builder:
         else:
             offset = len(self.text)
             found = "end of text"
-        return ParseError.at(self.text, offset, reason, expected=expected, found=found)
+        return ParseError.at(self.text, offset, reason, expected=expected, found=found,
+                             lines=self.lines)
 
     def recover(self, j, reason, expected="", at=-1):
         """Lenient mode: note the problem and go on; strict mode: raise."""
