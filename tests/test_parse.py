@@ -291,6 +291,25 @@ def test_every_reader_says_alike_what_invalid_utf8_it_found(bad):
     assert errors[1].found.split(": ")[1].startswith(bad[:1].hex())
 
 
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_errors_in_utf8_input_count_bytes(kind):
+    # the ParseError contract: offsets in bytes of UTF-8 input, for a malformed
+    # structure as for invalid UTF-8 (the structural one counted characters)
+    text = "<s><|system_start|>été\n€<|system_end|>X"
+    with pytest.raises(ParseError) as as_str:
+        parse(text, dialect="apertus-1")
+    with pytest.raises(ParseError) as as_bytes:
+        parse(kind(text.encode("utf-8")), dialect="apertus-1")
+    s, b = as_str.value, as_bytes.value
+    assert (s.offset, s.line, s.column) == (len(text) - 1, 2, 16)
+    assert (b.offset, b.line, b.column) == (len(text.encode("utf-8")) - 1, 2, 18)
+    assert (b.reason, b.expected, b.found) == (s.reason, s.expected, s.found)
+    assert b.excerpt.endswith("<|system_end|>X")
+    # lenient warnings count characters of the decoded text, in both
+    assert parse(kind(text.encode("utf-8")), dialect="apertus-1", strict=False).warnings == \
+        parse(text, dialect="apertus-1", strict=False).warnings
+
+
 def test_invalid_utf8_and_wrong_types():
     with pytest.raises(ParseError) as info:
         parse(b"<s><|system_start|>\xff", dialect="apertus-1")

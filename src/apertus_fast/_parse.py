@@ -1335,9 +1335,21 @@ def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True
     ``format``: ``"auto"`` (blocks when any assistant turn has reasoning delimiters,
     else strings with legacy ``tool_calls`` and tool messages), ``"blocks"`` or
     ``"string"`` (which fails on reasoning).
+
+    ``text`` as UTF-8 bytes: a :class:`ParseError`'s offset, line and column count
+    bytes; the warnings' lines and columns count characters of the decoded text.
     """
     d = get_dialect(dialect)
     s = _as_text(text)
+    if strict and not isinstance(text, str):
+        try:
+            return _parse_text(s, d, strict, format)
+        except ParseError as exc:   # (where in the bytes, as for invalid UTF-8)
+            raise _in_bytes(exc, s, bytes(text)) from None
+    return _parse_text(s, d, strict, format)
+
+
+def _parse_text(s, d, strict, format):
     events = _events(s, d)
     builder = _Builder(s, events, d, strict, format)
     if builder.format == "string" and builder._has_reasoning():
@@ -1352,6 +1364,13 @@ def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True
     if strict:
         _verify(s, result)
     return result
+
+
+def _in_bytes(exc, text, raw):
+    """``exc`` (at a character of ``text``) at the same place in ``raw``, the UTF-8
+    bytes ``text`` was decoded from."""
+    at = len(text[:exc.offset].encode("utf-8"))
+    return ParseError.at(raw, at, exc.reason, expected=exc.expected, found=exc.found)
 
 
 def _verify(text, result):
