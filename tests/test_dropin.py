@@ -1054,6 +1054,31 @@ def test_parse_conversation_closed_turn_without_user(strict):
             Message.assistant("again")]
 
 
+@pytest.mark.parametrize("generation_prompt", [False, True])
+def test_parse_conversation_text_after_waiting_calls_that_starts_with_a_bracket(
+        generation_prompt):
+    # apertus-1 (plain "[...]" outputs, the last turn closed unless a call waits):
+    # "[1]" after a waiting call reads as its outputs, so the turn reads as continued,
+    # which the formatter cannot write: formatting closes it (dropin.md)
+    f = ApertusFormatter(dialect="apertus-1", date=DATE)
+    conv = Conversation([Message.user("q"),
+                         Message(Role.ASSISTANT, "", tool_calls=[ToolCall("f", "{}")]),
+                         Message.assistant("[1] see above")])
+    text = f.format_conversation(conv, add_generation_prompt=generation_prompt)
+    end = '<|tools_suffix|>[1] see above' + ("<|assistant_start|>" if generation_prompt else "")
+    assert text.endswith(end)
+    parsed = f.parse_conversation(text)
+    assert [(m.role, m.content) for m in parsed.messages[-3:]] == [
+        (Role.ASSISTANT, ""), (Role.TOOL, "1"), (Role.ASSISTANT, " see above")]
+    assert apertus_format.parse(text, dialect="apertus-1").continue_assistant_message
+    again = f.format_conversation(parsed, add_generation_prompt=generation_prompt)
+    assert again == text.replace("see above", "see above<|assistant_end|>")
+    # the reference dialect never closes the last turn: the same text comes back
+    g = ApertusFormatter(date=DATE)
+    text = g.format_conversation(conv)
+    assert g.format_conversation(g.parse_conversation(text)) == text
+
+
 @pytest.mark.parametrize("dialect, media", [
     ("apertus-1", ["image"]), ("apertus-1.5", ["image", "audio"])])
 def test_parse_conversation_media_parts(dialect, media):
@@ -1233,6 +1258,11 @@ if HYPOTHESIS_MISSING is None:
             expected = text[:end] + text[end + len(ApertusFormatter.ASSISTANT_END):]
             assert text[end:] in (ApertusFormatter.ASSISTANT_END,
                                   ApertusFormatter.ASSISTANT_END + ApertusFormatter.ASSISTANT_START)
+        if dialect == "apertus-1" and apertus_format.parse(text, dialect=dialect).continue_assistant_message:
+            # text after calls waiting for outputs that starts with "[": read as their
+            # outputs, the turn reads as continued, and formatting closes it (dropin.md)
+            cut = len(expected) - len(ApertusFormatter.ASSISTANT_START) if dropped else len(expected)
+            expected = expected[:cut] + ApertusFormatter.ASSISTANT_END + expected[cut:]
         assert g.format_conversation(parsed, add_generation_prompt=dropped) == expected
         assert g.parse_conversation(text, strict=False) == parsed
 
