@@ -174,3 +174,14 @@ def test_without_install_the_alias_is_only_a_local_name():
                "import sys; print('apertus_format' in sys.modules)\n")
     run = run_python(program)
     assert run.stdout.strip() == "False"
+
+
+def test_every_public_name_is_documented():
+    """Each name of ``apertus_fast.__all__`` is written in the README or docs/."""
+    import apertus_fast
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8") + "".join(
+        p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))
+    missing = [name for name in apertus_fast.__all__
+               if not re.search(r"(?<!\w)" + re.escape(name) + r"\b", text)]
+    assert not missing, f"public names that no doc mentions: {missing}"

@@ -151,3 +151,21 @@ def test_lines_finds_what_counting_the_text_finds(text, data):
         indexed = ParseError.at(text, offset, "r", lines=lines)
         assert (indexed.line, indexed.column) == (counted.line, counted.column)
         assert str(indexed) == str(counted)
+
+
+def test_the_error_types_the_readme_names():
+    """README, "Parsing": which arguments raise RenderError, TypeError, ValueError."""
+    from apertus_fast import StreamParser, lex
+
+    user = [{"role": "user", "content": "q"}]
+    for kwargs in (dict(messages=None), dict(messages=user, date=20240101),
+                   dict(messages=user, tools_text=5), dict(messages=user, tools=5)):
+        with pytest.raises(RenderError):
+            render(**kwargs)
+    for call in (lambda: parse(None), lambda: lex(None), lambda: StreamParser().feed(5)):
+        with pytest.raises(TypeError):
+            call()
+    for call in (lambda: render(user, dialect="apertus-2"), lambda: parse("", dialect="x"),
+                 lambda: lex("", dialect="x"), lambda: StreamParser("x")):
+        with pytest.raises(ValueError, match="unknown dialect"):
+            call()
