@@ -119,6 +119,12 @@ CASES = [
     Case("blocks-null", [u(), {"role": "assistant", "content": {"blocks": None}}], 1),
     Case("blocks-int", [u(), {"role": "assistant", "content": {"blocks": 3}}], 1),
     Case("blocks-string", [u(), {"role": "assistant", "content": {"blocks": "response"}}], 1),
+    # --- one object where a list belongs: the template visits its keys (or characters) ----
+    Case("blocks-mapping", [u(), {"role": "assistant",
+                                  "content": {"blocks": {"type": "response", "text": "x"}}}], 1),
+    Case("block-calls-mapping", [u(), blocks({"type": "tool_calls", "calls": call()})], 1),
+    Case("legacy-calls-mapping", [u(), a("a", tool_calls=legacy())], 1),
+    Case("tools-mapping", [u()], None, tools={"name": "f", "description": "d"}),
     # --- raise_exception("Invalid assistant content") (L287) ----------------------------------
     Case("assistant-string-then-blocks", [u(), a("s"), u(), blocks({"type": "response", "text": "b"})], 3),
     Case("assistant-blocks-then-string", [SYS, u(), blocks({"type": "response", "text": "b"}), a("s")], 3),
@@ -254,6 +260,21 @@ MESSAGES = [
     ("user-part-without-type", 'message 0: a user content part\'s "type": expected a string, it is missing'),
     ("block-calls-int", 'message 1: a tool_calls block\'s "calls": expected a list, got int 3'),
     ("blocks-null", 'message 1: the assistant content\'s "blocks": expected a list, got NoneType None'),
+    ("blocks-mapping", 'message 1: the assistant content\'s "blocks": expected a list, got dict '
+                       "{'type': 'response', 'text': 'x'} (its keys were read as the items: an "
+                       'assistant block\'s "type": expected a string, it is missing)'),
+    ("blocks-string", 'message 1: the assistant content\'s "blocks": expected a list, got str '
+                      "'response' (its characters were read as the items: an assistant block's "
+                      '"type": expected a string, it is missing)'),
+    ("block-calls-mapping", 'message 1: a tool_calls block\'s "calls": expected a list, got dict '
+                            "{'name': 'f', 'arguments': '{}'} (its keys were read as the items: a "
+                            'tool call\'s "name": expected a string, it is missing)'),
+    ("user-parts-string", 'message 0: the user content\'s "parts": expected a list, got str \'text\' '
+                          '(its characters were read as the items: a user content part\'s "type": '
+                          'expected a string, it is missing)'),
+    ("tools-mapping", "tools: expected a list, got dict {'name': 'f', 'description': 'd'} (its keys "
+                      'were read as the items: tools[0]: "description": expected a string, it is '
+                      "missing)"),
     ("enum-int", 'tools[0] (\'f\'): "enum": expected a list, got int 5'),
     ("role-developer", "message 1: Invalid message role: 'developer' (expected system, user, assistant or tool)"),
     ("role-late-system", "message 2: Invalid message role: 'system' (only the first message may be a system message)"),

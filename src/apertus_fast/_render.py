@@ -205,6 +205,17 @@ def seq(x, field=None):
         raise _Fail(f"cannot iterate over {type(x).__name__}") from None
 
 
+def _not_a_list(exc, x, field):
+    """``exc``, raised while visiting the items of ``x``; or, where ``x`` is a mapping or
+    a string (which ``{% for %}`` visits as its keys or its characters, so that the
+    template fails on an item, not on ``x``), the error that says what ``x`` should be."""
+    if isinstance(x, str) or is_mapping(x):
+        what = "characters" if isinstance(x, str) else "keys"
+        return _Fail(f"{field}: expected a list, got {type(x).__name__} {x!r:.60} (its "
+                     f"{what} were read as the items: {_reason(exc)})")
+    return exc
+
+
 def is_mapping(x):
     """``x is mapping``."""
     return type(x) is dict or isinstance(x, _Mapping)
@@ -503,7 +514,8 @@ def _render_tools(tools, trim, jinja_json, native):
         try:
             text_ = _render_tool(tool, trim, jinja_json, native)
         except _ERRORS as exc:
-            raise _Fail(f"tools[{ti}]{_tool_label(tool)}: {_reason(exc)}") from None
+            failed = _Fail(f"tools[{ti}]{_tool_label(tool)}: {_reason(exc)}")
+            raise _not_a_list(failed, tools, "tools") from None
         if key is not None:
             if len(_TOOL_CACHE) >= _TOOL_CACHE_MAX:
                 _TOOL_CACHE.clear()
@@ -786,7 +798,8 @@ def _tools_error(exc):
     """A RenderError (no message index) for a failure in the tool signatures: one
     tool's error names it (``tools[i] ('name'): ...``); others are about the list."""
     reason = _reason(exc)
-    return RenderError(reason if reason.startswith("tools[") else "tools: " + reason, None)
+    return RenderError(reason if reason.startswith(("tools[", "tools:")) else "tools: " + reason,
+                       None)
 
 
 def _why_content(content):
@@ -875,7 +888,8 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                 elif is_mapping(content) and "blocks" in content and fmt != _FMT_STRING:
                     fmt = _FMT_MAPPING
                     first = True
-                    for block in seq(attr(content, "blocks"), 'the assistant content\'s "blocks"'):
+                    blocks = attr(content, "blocks")
+                    for block in seq(blocks, 'the assistant content\'s "blocks"'):
                         btype = attr(block, "type")
                         if btype == "thoughts":
                             if in_tool:
@@ -924,7 +938,12 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                                 out.append(INNER_SUFFIX)
                             out.append(text(attr(block, "text")))
                         else:
-                            raise _Fail("Invalid assistant block type: " + s(btype, 'an assistant block\'s "type"'))
+                            try:
+                                raise _Fail("Invalid assistant block type: "
+                                            + s(btype, 'an assistant block\'s "type"'))
+                            except _Fail as exc:
+                                raise _not_a_list(exc, blocks,
+                                                  'the assistant content\'s "blocks"') from None
                         first = False
                 else:
                     raise _Fail("Invalid assistant content: " + _why_content(content))
@@ -1027,7 +1046,10 @@ def _user_parts(parts, d, out):
         elif ptype in audio_parts:
             out.append(AUDIO)
         else:
-            raise _Fail("Invalid user part: " + s(ptype, 'a user content part\'s "type"'))
+            try:
+                raise _Fail("Invalid user part: " + s(ptype, 'a user content part\'s "type"'))
+            except _Fail as exc:
+                raise _not_a_list(exc, parts, 'the user content\'s "parts"') from None
 
 
 def _is_display_answers(calls):
@@ -1047,6 +1069,13 @@ def _is_display_answers(calls):
 
 def _block_calls(calls, openai_shapes):
     """``<|tools_prefix|>[{"name": arguments}, ...]<|tools_suffix|>`` of a block."""
+    try:
+        return _block_calls_of(calls, openai_shapes)
+    except _ERRORS as exc:
+        raise _not_a_list(exc, calls, 'a tool_calls block\'s "calls"') from None
+
+
+def _block_calls_of(calls, openai_shapes):
     parts = []
     for call in seq(calls, 'a tool_calls block\'s "calls"'):
         if openai_shapes:
@@ -1068,6 +1097,13 @@ def _block_calls(calls, openai_shapes):
 
 def _legacy_calls(calls, openai_shapes):
     """The same for an OpenAI-style ``message.tool_calls`` list."""
+    try:
+        return _legacy_calls_of(calls, openai_shapes)
+    except _ERRORS as exc:
+        raise _not_a_list(exc, calls, 'the message\'s "tool_calls"') from None
+
+
+def _legacy_calls_of(calls, openai_shapes):
     parts = []
     for call in seq(calls, 'the message\'s "tool_calls"'):
         ctype = attr(call, "type")
