@@ -526,6 +526,14 @@ def test_formatter_unknown_dialect():
         ApertusFormatter(dialect="apertus-0")
 
 
+@pytest.mark.parametrize("date", ["2024-99-99", "20240101", 20240101])
+def test_formatter_bad_date_fails_at_construction(date):
+    # as a bad dialect does: not at the first format_conversation
+    with pytest.raises(apertus_format.RenderError, match="date must be"):
+        ApertusFormatter(date=date)
+    assert ApertusFormatter(date="2024-02-29").date == "2024-02-29"
+
+
 def test_formatter_construction_does_no_file_io(monkeypatch):
     # The reference read and compiled the template file in every constructor.
     def no_io(*args, **kwargs):

@@ -24,7 +24,7 @@ from ._models import (
 )
 from . import _render as _r
 from ._errors import RenderError
-from ._render import render
+from ._render import render, render_date
 
 __all__ = ["ApertusFormatter"]
 
@@ -101,6 +101,8 @@ class ApertusFormatter:
         date=None,
     ):
         get_dialect(dialect)  # unknown dialect: ValueError now, not at first use
+        if date is not None:
+            render_date(date)  # a bad date likewise (RenderError, a ValueError)
         self.enable_thinking = enable_thinking
         self.tools = tools or []
         self.dialect = dialect
