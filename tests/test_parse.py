@@ -411,12 +411,16 @@ def test_lenient_reads_openai_style_objects_only_as_a_whole_list(written):
     assert r.tool_calls[0]["name"] != "f" or written.startswith('[{"f"')
 
 
-def test_strict_reads_a_call_named_name_as_written():
+def _one_call(name, arguments):
+    """A conversation whose assistant makes one (legacy) call, and its apertus-1 text."""
     messages = [{"role": "user", "content": "q"},
                 {"role": "assistant", "content": "", "tool_calls": [
-                    {"type": "function",
-                     "function": {"name": "name", "arguments": '"f", "arguments": {}'}}]}]
-    text = render(messages, dialect="apertus-1", date="2026-01-01")
+                    {"type": "function", "function": {"name": name, "arguments": arguments}}]}]
+    return messages, render(messages, dialect="apertus-1", date="2026-01-01")
+
+
+def test_strict_reads_a_call_named_name_as_written():
+    messages, text = _one_call("name", '"f", "arguments": {}')
     assert text.endswith('<|tools_prefix|>[{"name": "f", "arguments": {}}]<|tools_suffix|>')
     assert parse(text, dialect="apertus-1").messages == messages
 
@@ -424,11 +428,7 @@ def test_strict_reads_a_call_named_name_as_written():
 def test_strict_keeps_the_written_reading_of_a_list_that_is_also_json():
     # arguments that are not JSON may make the list look like compact JSON; strict
     # parsing reads what renders back, lenient parsing what a model meant (with a warning)
-    messages = [{"role": "user", "content": "q"},
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"type": "function",
-                     "function": {"name": "a", "arguments": '{"x":1}},{"b": {}'}}]}]
-    text = render(messages, dialect="apertus-1", date="2026-01-01")
+    messages, text = _one_call("a", '{"x":1}},{"b": {}')
     assert text.endswith('<|tools_prefix|>[{"a": {"x":1}},{"b": {}}]<|tools_suffix|>')
     assert parse(text, dialect="apertus-1").messages == messages
     lenient = parse(text, dialect="apertus-1", strict=False)
