@@ -184,6 +184,32 @@ def test_gzip_input_and_stdin(tmp_path, capsys, monkeypatch):
     assert err == [line.replace(str(gz), "<stdin>") for line in base[2]]
 
 
+def test_a_gzip_input_cut_off(tmp_path, capsys, monkeypatch):
+    """A gzip input cut off partway: the lines before the cut are handled and their
+    problems reported before the error, with -j as without. The workers' last block,
+    not yet full when the read failed, was dropped (and with it everything the failed
+    read had decompressed): -j 2 wrote nothing and reported no line."""
+    data = write_mixed(tmp_path, mixed_lines(tmp_path) * 3).read_bytes()
+    packed = gzip.compress(data)
+    gz = tmp_path / "in.jsonl.gz"
+    gz.write_bytes(packed[:len(packed) * 2 // 3])
+    base = run(capsys, ["render", gz, "--date", DATE])
+    status, out, err = base
+    assert status == 2 and err[-1].endswith("Compressed file ended before the end-of-stream "
+                                            "marker was reached")
+    assert out and any(":2: invalid JSON" in line for line in err)
+    for jobs, block, handoff in [(2, 1 << 20, 1 << 40), *SETTINGS]:
+        monkeypatch.setattr(cli, "BATCH_BYTES", block)
+        monkeypatch.setattr(cli, "HANDOFF_BYTES", handoff)
+        assert run(capsys, ["render", gz, "--date", DATE, "-j", jobs]) == base, (jobs, block)
+    # read in blocks, the bytes before the error come first, the error with the next read
+    with cli._io.open_input(str(gz)) as inp:
+        got = inp.read_block(1 << 30)
+        assert got and data.startswith(got)
+        with pytest.raises(cli._io.InputError, match="Compressed file ended"):
+            inp.read_block(1 << 30)
+
+
 def test_a_line_longer_than_a_block(tmp_path, capsys, monkeypatch):
     lines = [good_line("short"), good_line("long " * 5000), "", good_line("after")]
     src = write_lines(tmp_path / "in.jsonl", lines)

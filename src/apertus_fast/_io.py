@@ -129,6 +129,7 @@ class InputFile:
 
     def __init__(self, path: str | os.PathLike | None = "-", *, stdin: IO | None = None):
         self._owned = False
+        self._error: InputError | None = None  # (read_block's, raised by its next call)
         if path is None or path == "-":
             stream = stdin if stdin is not None else sys.stdin
             if stream is None:  # the process was started with its stdin closed
@@ -197,11 +198,29 @@ class InputFile:
 
     def read_block(self, n: int) -> bytes:
         """Up to ``n`` more (decompressed) bytes; ``b""`` at the end. Lines already
-        taken by iterating are not read again."""
+        taken by iterating are not read again. The bytes read before an error (a gzip
+        stream cut off) are returned first and the error is raised by the next call,
+        as iterating gives the lines before it (a single ``read`` dropped them)."""
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        read = getattr(self._file, "read1", self._file.read)
+        parts = []
+        got = 0
         try:
-            return self._file.read(n)
+            while got < n:
+                data = read(n - got)
+                if not data:
+                    break
+                parts.append(data)
+                got += len(data)
         except _READ_ERRORS as exc:
-            raise InputError(f"cannot read {self.name}: {exc}") from exc
+            error = InputError(f"cannot read {self.name}: {exc}")
+            error.__cause__ = exc
+            if not parts:
+                raise error from exc
+            self._error = error
+        return b"".join(parts)
 
     def read(self) -> bytes:
         """The whole (remaining, decompressed) content."""

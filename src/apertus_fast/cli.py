@@ -1250,13 +1250,24 @@ def _line_blocks(head, inp: _io.InputFile, progress, size: int = 0):
     parts = [] if ranges else list(head)
     held = sum(map(len, head))      # bytes read and not yet in a block
     held_lines = sum(map(count, head))
+    held_whole = sum(len(line) for line in head if line.endswith(b"\n"))  # (to its last newline)
     while True:
-        data = inp.read_block(size)
+        try:
+            data = inp.read_block(size)
+        except _io.InputError:
+            # the input cannot be read on: its whole lines read before are a last block
+            # (one process handles them before it reports the error; the start of a line
+            # cut off is dropped there too)
+            if held_lines:
+                yield lineno, None if ranges else b"".join(parts)[:held_whole], offset, held_whole
+            raise
         if data:
             cut = data.rfind(b"\n") + 1
             if cut == 0 or held + cut < size // 2:  # no line ends here, or too little yet
                 if not ranges:
                     parts.append(data)
+                if cut:
+                    held_whole = held + cut
                 held += len(data)
                 held_lines += count(data)
                 continue
@@ -1279,7 +1290,7 @@ def _line_blocks(head, inp: _io.InputFile, progress, size: int = 0):
             progress.update(lineno - 1)
         if not data:
             return
-        held, held_lines = rest, 0
+        held, held_lines, held_whole = rest, 0, 0
         if not ranges:
             parts = [data[cut:]] if rest else []
 
