@@ -496,6 +496,42 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_output(tmp_path, capsys, monkeyp
     assert not [c for c in set(multiprocessing.active_children()) - before if c.is_alive()]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="part files are used on Linux")
+@pytest.mark.parametrize("stop, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_the_workers_shut_down_removes_the_parts(tmp_path, capsys, monkeypatch,
+                                                                  stop, status):
+    """A stop signal while the pool shuts down at the end, every block written (raised
+    there, as the signal's handler raises it): the parts directory is removed all the
+    same (it was left behind: its removal came after the cleanup's try), the temp
+    output too, and the exit status is the signal's."""
+    import concurrent.futures as cf
+    import signal
+
+    real = cf.ProcessPoolExecutor.shutdown
+
+    def shutdown(self, wait=True, **kw):
+        real(self, wait=wait, **kw)
+        if wait:  # (the end of the run: _stop_workers does not wait)
+            if stop == "SIGINT":
+                raise KeyboardInterrupt
+            cli._raise_terminated(getattr(signal, stop), None)
+
+    monkeypatch.setattr(cf.ProcessPoolExecutor, "shutdown", shutdown)
+    made = []
+    real_parts = cli._Parts
+    monkeypatch.setattr(cli, "_Parts", lambda: made.append(real_parts()) or made[-1])
+    monkeypatch.setattr(cli, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(cli, "HANDOFF_BYTES", 0)
+    src = write_lines(tmp_path / "in.jsonl", [good_line()] * 50)
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    assert cli.main(["render", str(src), "--date", DATE, "-o", str(out), "-j", "2"]) == status
+    assert capsys.readouterr().err.strip().endswith("interrupted" if stop == "SIGINT" else "terminated")
+    assert len(made) == 1 and not os.path.exists(made[0].path)
+    assert out.read_text() == "previous\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "out.jsonl"]
+
+
 def test_the_samples_with_jobs(tmp_path, capsys):
     one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
     assert cli.main(["render", str(CONVERSATIONS), "--date", DATE, "-o", str(one)]) == 0

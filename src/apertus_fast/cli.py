@@ -891,21 +891,7 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
 
     done = 0
     pending: collections.deque = collections.deque()
-    parts = None
-    if (sink.write is not None and sink.add is None  # bytes out, not a Parquet table
-            and sys.platform.startswith("linux") and hasattr(os, "sendfile")):
-        with contextlib.suppress(OSError):
-            parts = _Parts()
-    try:
-        pool = cf.ProcessPoolExecutor(
-            jobs, mp_context=_mp_context(), initializer=_worker_start,
-            initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES),
-                      sink.encoder))
-    except BaseException:
-        if parts is not None:
-            parts.remove()
-        raise
-    _widen_pipes(pool)
+    parts = pool = None
 
     def take() -> None:
         nonlocal done
@@ -918,6 +904,16 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
             raise _parquet.UnreadableRows(src.report.name, *unreadable[0])
 
     try:
+        if (sink.write is not None and sink.add is None  # bytes out, not a Parquet table
+                and sys.platform.startswith("linux") and hasattr(os, "sendfile")):
+            # (a signal held back until ``parts`` is set: then the finally removes it)
+            with _signals_held(), contextlib.suppress(OSError):
+                parts = _Parts()
+        pool = cf.ProcessPoolExecutor(
+            jobs, mp_context=_mp_context(), initializer=_worker_start,
+            initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES),
+                      sink.encoder))
+        _widen_pipes(pool)
         try:
             tasks = _tasks(src, counts)
             while True:
@@ -941,14 +937,17 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
         except cf.process.BrokenProcessPool:  # (from a result, or from the next submit)
             raise _WorkerDied("a worker process died (killed, or out of memory?); "
                               "the output was not written") from None
+        pool.shutdown(wait=True)
     except BaseException:
-        _stop_workers(pool)
-        if parts is not None:
-            parts.remove()
+        if pool is not None:
+            _stop_workers(pool)
         raise
-    pool.shutdown(wait=True)
-    if parts is not None:
-        parts.remove()
+    finally:
+        # however the run ends, a signal during the shutdown included; held back while
+        # the directory goes, so that it goes whole (the signal is raised right after)
+        if parts is not None:
+            with _signals_held():
+                parts.remove()
     return done
 
 
