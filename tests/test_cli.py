@@ -545,6 +545,89 @@ def test_signal_mid_stream_leaves_previous_output(tmp_path, sig, status):
     assert os.listdir(outdir) == ["rendered.jsonl"]
 
 
+@pytest.fixture
+def stop_signals_at_default():
+    """Ctrl-C and SIGTERM as in a terminal while the test runs (the command handles
+    them only then), whatever the test runner set."""
+    import signal
+
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, signal.SIG_DFL)}
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_once_the_output_is_committed_changes_nothing(tmp_path, monkeypatch, capsys, sig,
+                                                               stop_signals_at_default):
+    """A Ctrl-C or SIGTERM right after the output was renamed into place (raised there,
+    in this process, as the kernel would deliver it) no longer makes the command an
+    interrupted one: it finishes with its status and summary. It exited 130/143 saying
+    "interrupted" with the new output in place. One that comes before the rename (here
+    in the fsync) still stops it, the output untouched."""
+    import signal
+
+    out = tmp_path / "rendered.jsonl"
+    want = tmp_path / "want.jsonl"
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(want), "--date", DATE]) == 0
+    summary = capsys.readouterr().err
+    real_replace, real_fsync = os.replace, os.fsync
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        if dst == str(out):
+            signal.raise_signal(getattr(signal, sig))  # (its handler runs before this returns)
+
+    monkeypatch.setattr(os, "replace", replace)
+    out.write_text("previous content\n")
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE]) == 0
+    assert out.read_bytes() == want.read_bytes()
+    err = capsys.readouterr().err
+    assert err.startswith("rendered ") and err.split(" in ")[0] == summary.split(" in ")[0]
+
+    def fsync(fd):
+        real_fsync(fd)
+        signal.raise_signal(getattr(signal, sig))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    out.write_text("previous content\n")
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE]) == (
+        130 if sig == "SIGINT" else 143)
+    assert out.read_text() == "previous content\n"
+    assert sorted(os.listdir(tmp_path)) == ["rendered.jsonl", "want.jsonl"]
+    assert ("interrupted" if sig == "SIGINT" else "terminated") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_after_the_commit_does_not_kill_the_program(tmp_path, sig):
+    """The real entry point (python -m apertus_fast), signalled right after the output
+    was renamed into place and again as the process exits (after main has returned):
+    exit 0, the new output in place. It exited 130/143, or died of the signal (-2/-15)
+    once main had restored the default handlers."""
+    code = ("import atexit, os, runpy, signal, sys\n"
+            f"sig = signal.{sig}\n"
+            "real = os.replace\n"
+            "def replace(src, dst):\n"
+            "    real(src, dst)\n"
+            "    signal.raise_signal(sig)\n"
+            "os.replace = replace\n"
+            "atexit.register(signal.raise_signal, sig)\n"
+            "sys.argv[0] = 'apertus-fast'\n"
+            "runpy.run_module('apertus_fast', run_name='__main__')\n")
+    out = tmp_path / "rendered.jsonl"
+    out.write_text("previous content\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code, "render", str(CONVERSATIONS), "-o", str(out),
+                           "--date", DATE, "-q"], capture_output=True, env=env, timeout=120,
+                          preexec_fn=default_stop_signals)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    assert len(out.read_text().splitlines()) == len(sample_values())
+    assert os.listdir(tmp_path) == ["rendered.jsonl"]
+
+
 @pytest.mark.parametrize("command, status, message", [
     ("render - <&-", 2, "cannot read <stdin>: standard input is closed"),
     ("render - -j 2 <&-", 2, "cannot read <stdin>: standard input is closed"),

@@ -1,7 +1,5 @@
 """``python -m apertus_fast ...``: the ``apertus-fast`` command line (see ``cli``)."""
 
-import sys
+from .cli import program
 
-from .cli import main
-
-sys.exit(main())
+program()

@@ -348,7 +348,8 @@ def _gzipped(f: BinaryIO, compress: bool, level: int = GZIP_LEVEL) -> Iterator[B
 @contextmanager
 def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = None,
                   fsync: bool = True, buffer_size: int = 1 << 20,
-                  gzip_level: int = GZIP_LEVEL) -> Iterator[BinaryIO]:
+                  gzip_level: int = GZIP_LEVEL,
+                  on_commit: Callable[[], None] | None = None) -> Iterator[BinaryIO]:
     """Yield a binary file to write; ``path`` is only replaced when the block succeeds.
 
     The data goes to a temp file in the same directory, which is flushed, fsynced and
@@ -359,6 +360,8 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     names that lead into ``/proc`` (``/dev/stdout``) are written in place, not atomically
     (they cannot be replaced). ``compress`` gzips the output (default: when ``path``
     ends with ``.gz``), at ``gzip_level`` (1-9).
+    ``on_commit`` is called right before the rename (the command line makes a stop
+    signal that comes from there on no longer an interruption).
     """
     if path is None or path == "-":
         out = stdout_binary()
@@ -410,6 +413,8 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
             if fsync:
                 os.fsync(f.fileno())
         os.chmod(tmp, mode)
+        if on_commit is not None:
+            on_commit()
         os.replace(tmp, path)
     except BaseException:
         if tmp:

@@ -1379,15 +1379,15 @@ def _output(args, kind: str, report, keep=(), keep_types=()):
         level = getattr(args, "gzip_level", GZIP_LEVEL)
         if _jobs(args) > 1 and path not in (None, "-") and os.fspath(path).endswith(".gz"):
             # the workers gzip their blocks: this process only joins the members
-            with _io.atomic_output(path, compress=False) as f:
+            with _io.atomic_output(path, compress=False, on_commit=_committing) as f:
                 members = _GzipMembers(f, level)
                 yield members, None
                 members.close()
             return
-        with _io.atomic_output(path, gzip_level=level) as out:
+        with _io.atomic_output(path, gzip_level=level, on_commit=_committing) as out:
             yield out, None
         return
-    with _io.atomic_output(args.output, compress=False) as out, \
+    with _io.atomic_output(args.output, compress=False, on_commit=_committing) as out, \
             _parquet.ParquetOutput(out, kind, report.error,
                                    keep=list(zip(keep, keep_types))) as table:
         yield out, table
@@ -1895,11 +1895,35 @@ _STOP_SIGNALS = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGQUIT": "quit"
 #: command (0: none), in case something swallowed the exception (``_check_terminated``).
 _caught = 0
 
+#: Whether this command's output file is being renamed into place or was: from then on
+#: a stop signal no longer changes the outcome (``_committing``).
+_committed = False
+
+
+def _committing() -> None:
+    """Called by ``atomic_output`` right before it renames the output into place: the
+    command is as good as done, and a Ctrl-C or stop signal that comes from now on is
+    ignored (it used to be reported as an interruption, exit 130/143, with the output
+    replaced all the same). A signal handled before this call still stops the command,
+    with the output untouched."""
+    global _committed
+    _committed = True
+
 
 def _raise_terminated(signum, frame):
     global _caught
+    if _committed:
+        return
     _caught = signum
     raise _Terminated(signum)
+
+
+def _raise_interrupt(signum, frame):
+    """Ctrl-C while a command runs: ``KeyboardInterrupt``, as Python's own handler
+    raises it, unless the output is being committed (``_committing``)."""
+    if _committed:
+        return
+    raise KeyboardInterrupt
 
 
 def _check_terminated() -> None:
@@ -1936,14 +1960,19 @@ def _signals_held():
 
 
 def _catch_stop_signals() -> dict:
-    """Turn the stop signals into :class:`_Terminated` while a command runs (only from
-    the main thread, and only those nobody else handles). Returns the handlers to
-    restore, by signal."""
-    global _caught
+    """Turn the stop signals into :class:`_Terminated` while a command runs, and Ctrl-C
+    into ``KeyboardInterrupt`` as Python does, both ignored once the output is being
+    committed (only from the main thread, and only those nobody else handles). Returns
+    the handlers to restore, by signal."""
+    global _caught, _committed
     if threading.current_thread() is not threading.main_thread():
         return {}
     _caught = 0
+    _committed = False
     previous = {}
+    with contextlib.suppress(ValueError, OSError):
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupt)
     for name in _STOP_SIGNALS:
         signum = getattr(signal, name, None)
         if signum is None:  # (not on Windows)
@@ -1966,8 +1995,12 @@ class _ClosedStdout:
     write = flush = fileno = _closed
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+    ``exiting``: the process exits with that status next (:func:`program`), so once the
+    output file is committed the stop signals stay ignored to the end (restored, a
+    signal after ``main`` would still kill the process, with the new output in place)."""
+    global _committed
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -2010,7 +2043,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if exiting and _committed else handler)
+        if threading.current_thread() is threading.main_thread():
+            _committed = False  # (the command is over: the handlers are not its own)
         if closed_out:
             sys.stdout = None
         if closed_err:
@@ -2018,5 +2053,11 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr = None
 
 
+def program() -> None:
+    """The ``apertus-fast`` program (the console script, ``python -m apertus_fast``):
+    :func:`main`, then exit with its status."""
+    sys.exit(main(exiting=True))
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    program()
