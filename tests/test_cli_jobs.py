@@ -309,6 +309,36 @@ def test_parquet_output_rows_prepared_by_the_workers(tmp_path, capsys, monkeypat
     assert meta.num_rows == len(rows) - 8 and meta.num_row_groups > 1
 
 
+def test_parquet_output_keeps_nested_field_names(tmp_path, capsys, monkeypatch):
+    """Kept Parquet columns of types whose fields have names of their own (a map, a
+    fixed-size list, also inside a struct or a list): the file is that of one process,
+    byte for byte, its footer's Arrow schema included. A batch a worker prepared came
+    back pickled, and pyarrow pickles those types with their default field names
+    (``entries``, ``item``), which the writer took for the file's schema."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    messages = json.dumps([{"role": "user", "content": "hi"}])
+    n = 12
+    mapped = pa.map_(pa.string(), pa.string())
+    pairs = pa.list_(pa.int32(), 2)
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({
+        "messages": [messages] * n,
+        "m": pa.array([[("k", str(i))] for i in range(n)], mapped),
+        "fsl": pa.array([[i, -i] for i in range(n)], pairs),
+        "s": pa.array([{"m": [("a", "b")], "l": [[1, 2]]}] * n,
+                      pa.struct([("m", mapped), ("l", pa.list_(pairs))])),
+    }), src)
+    monkeypatch.setattr(cli._parquet, "GROUP_ROWS", 5)
+    status, _, err, data = same_as_one_process(
+        tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE, "--keep", "m,fsl,s", "-q"],
+        "out.parquet")
+    assert status == 0 and err == []
+    read = pq.read_table(tmp_path / "out.parquet")
+    assert read.column("fsl").to_pylist() == [[i, -i] for i in range(n)]
+    assert read.column("m").to_pylist() == [[("k", str(i))] for i in range(n)]
+
+
 @pytest.mark.parametrize("extra", [[], ["--openai"]])
 def test_parquet_output_row_groups_count_every_column(tmp_path, capsys, monkeypatch, extra):
     """Row groups end at the characters of every column (here the completions' reasoning

@@ -853,17 +853,25 @@ class ParquetOutput:
 
     def _write(self, batch) -> None:
         if self._writer is None:
-            self._writer = self._pq.ParquetWriter(self._f, batch.schema)
+            self._writer = self._pq.ParquetWriter(self._f, self._schema())
         self._writer.write_batch(batch)
         self.written += batch.num_rows
+
+    def _schema(self):
+        """The file's schema, from the column types this process holds, not from a
+        batch's: a batch prepared by a ``--jobs`` worker comes back pickled, and pyarrow
+        pickles a map or fixed-size list type without the names of its fields (a kept
+        column's ``fixed_size_list<element: int32>`` came back as ``<item: int32>``),
+        which changed the Arrow schema in the footer."""
+        pa = self._pa
+        return pa.schema([pa.field(name, t) for name, t in zip(self._names, self._types)])
 
     def close(self) -> None:
         """Write what is queued and the file's footer (an empty table if no row came)."""
         self.flush()
         if self._writer is None:
             self._types = [self._pa.string() if t is None else t for t in self._types]
-            encoder = RowEncoder(self._names, self._types, self._json)
-            self._writer = self._pq.ParquetWriter(self._f, encoder.batch([]).schema)
+            self._writer = self._pq.ParquetWriter(self._f, self._schema())
         self._writer.close()
 
     def abort(self) -> None:
