@@ -313,6 +313,18 @@ def test_render_gzip_in_and_out(tmp_path, capsys):
     assert out2.read_bytes() == out.read_bytes()
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_output_name_ending_in_gz_in_any_case_is_gzipped(tmp_path, capsys, jobs):
+    """``-o X.GZ`` is gzipped as ``-o X.PARQUET`` is Parquet: the suffix in any case (it
+    was written uncompressed), in one process and by the workers alike."""
+    out = tmp_path / "rendered.JSONL.GZ"
+    assert cli.main(["render", str(CONVERSATIONS), "-o", str(out), "--date", DATE, "-j", jobs]) == 0
+    texts = [json.loads(x) for x in gzip.decompress(out.read_bytes()).decode().splitlines()]
+    assert texts == [expected_render(v) for v in sample_values()]
+    assert _io.is_gzip_path("a.Gz") and not _io.is_gzip_path("a.gzip") and not _io.is_gzip_path("-")
+    capsys.readouterr()
+
+
 def test_render_flags_and_per_line_overrides(tmp_path, capsys):
     msgs = [{"role": "user", "content": "Salut"}]
     lines = [

@@ -345,6 +345,13 @@ def _gzipped(f: BinaryIO, compress: bool, level: int = GZIP_LEVEL) -> Iterator[B
         yield f
 
 
+def is_gzip_path(path) -> bool:
+    """Whether an output named ``path`` is gzipped: its name ends with ``.gz``, in any
+    case (as a name ending with ``.parquet`` in any case is Parquet). An input is
+    recognised by its content instead, whatever its name."""
+    return path not in (None, "-") and os.fspath(path).lower().endswith(".gz")
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = None,
                   fsync: bool = True, buffer_size: int = 1 << 20,
@@ -359,7 +366,7 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     A symbolic link stays: the file it points to is replaced. Devices, FIFOs and
     names that lead into ``/proc`` (``/dev/stdout``) are written in place, not atomically
     (they cannot be replaced). ``compress`` gzips the output (default: when ``path``
-    ends with ``.gz``), at ``gzip_level`` (1-9).
+    ends with ``.gz``, in any case: ``.GZ`` too), at ``gzip_level`` (1-9).
     ``on_commit`` is called right before the rename (the command line makes a stop
     signal that comes from there on no longer an interruption).
     """
@@ -370,7 +377,7 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
         return
     path = os.fspath(path)
     if compress is None:
-        compress = path.endswith(".gz")
+        compress = is_gzip_path(path)
     if _writes_in_place(path):
         with open(path, "wb", buffering=buffer_size) as f, _gzipped(f, compress, gzip_level) as out:
             yield out

@@ -1377,7 +1377,7 @@ def _output(args, kind: str, report, keep=(), keep_types=()):
     if not _parquet.is_parquet_path(args.output):
         path = args.output
         level = getattr(args, "gzip_level", GZIP_LEVEL)
-        if _jobs(args) > 1 and path not in (None, "-") and os.fspath(path).endswith(".gz"):
+        if _jobs(args) > 1 and _io.is_gzip_path(path):
             # the workers gzip their blocks: this process only joins the members
             with _io.atomic_output(path, compress=False, on_commit=_committing) as f:
                 members = _GzipMembers(f, level)
