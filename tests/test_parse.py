@@ -490,6 +490,17 @@ def test_lenient_bare_completion_and_think_tags():
     assert roundtrip(messages, dialect="apertus-1.5").messages == messages
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_lenient_bare_completion_keeps_the_bos_it_starts_with(dialect):
+    # "<s>" is a token only at the start; without a header after it, it is still the
+    # BOS (it was dropped: bos_token "", and rendering the result lost it)
+    out = parse("<s>Hello", dialect=dialect, strict=False)
+    assert out.messages == [{"role": "assistant", "content": "Hello"}]
+    assert out.bos_token == "<s>" and out.render().startswith("<s><|system_start|>")
+    assert parse("Hello", dialect=dialect, strict=False).bos_token == ""
+    assert parse("x<|user_start|>y", dialect=dialect, strict=False).bos_token == ""
+
+
 def test_lenient_never_raises_on_garbage():
     for junk in ["", "<|", "<|user_start|>", "<|assistant_end|><|inner_suffix|>x",
                  "<s><|system_start|>", "]]]<|tools_prefix|>[{", "<|tool_output_start|>a, b"]:

@@ -737,9 +737,9 @@ class _Builder:
         else:
             result.bos_token = ""
         if not (self.i < n and self.kind(self.i) == _K_SYSTEM_START):
-            # A bare completion or a fragment: no header to read.
+            # A bare completion or a fragment: no header to read (a "<s>" read above
+            # stays the BOS: rendering the result writes it again)
             self.recover(self.i, "missing system block", "<|system_start|>")
-            result.bos_token = ""
             result.date = None
             self.no_header = True
             return
