@@ -334,6 +334,25 @@ def test_parsed_conversations_render_with_spans():
         assert again == direct and isinstance(again, Rendered)
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1"])
+def test_a_second_output_group_in_a_row_is_read_back_as_text(dialect):
+    """rendering.md, "From rendered text alone": in the bracket dialects only a group
+    right after <|tools_suffix|> is read as outputs; a second one right after it is the
+    assistant's text, so its spans, re-rendered from the text, cover it."""
+    from apertus_fast import parse
+
+    calls = {"type": "tool_calls", "calls": [{"name": "w", "arguments": '{"c": "Bern"}'}]}
+    messages = [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": {
+        "blocks": [calls, {"type": "tool_outputs", "outputs": [{"output": '{"t": 21}'}]},
+                   {"type": "tool_outputs", "outputs": [{"output": '{"t": 19}'}]},
+                   {"type": "response", "text": "21 and 19."}]}}]
+    direct = render_with_spans(messages, dialect=dialect, date=DATE)
+    again = parse(direct.text, dialect=dialect).render_with_spans()
+    assert again.text == direct.text
+    assert direct.segments()[-1].startswith("21 and 19.")
+    assert again.segments()[-1].startswith('[{"t": 19}]21 and 19.')
+
+
 # --------------------------------------------------------------------------- token_mask
 
 def test_token_mask_overlap_rule():
@@ -400,6 +419,16 @@ class _Array:
         return [list(p) for p in self._pairs]
 
 
+class _Scalar:
+    """Stands in for a numpy scalar or 0-d array: its tolist() is a number."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def tolist(self):
+        return self._value
+
+
 @pytest.mark.parametrize("impl", list(_MASKS))
 @settings(max_examples=1000, deadline=None)
 @given(case=_spans_and_offsets(), shape=st.sampled_from(["tuples", "lists", "tuple", "array", "iterator"]))
@@ -431,6 +460,7 @@ def test_token_mask_is_compiled_where_the_package_is():
     ({(0, 3): 1}, "offsets: expected (start, end) pairs, got dict"),
     ("0123", "offsets: expected (start, end) pairs, got str"),
     (5, "offsets: expected (start, end) pairs, got int"),
+    (_Scalar(5), "offsets: expected (start, end) pairs, got _Scalar"),   # numpy.int64(5)
 ])
 def test_token_mask_rejects_what_is_not_a_pair_of_integers(impl, offsets, names):
     """The compiled loop and its plain source reject the same offsets with one

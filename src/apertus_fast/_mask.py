@@ -44,9 +44,12 @@ def token_mask(spans, offsets):
             raise TypeError(f"offsets: expected (start, end) pairs, got {type(offsets).__name__}")
         tolist = getattr(offsets, "tolist", None)
         try:
-            offsets = tolist() if tolist is not None else list(offsets)
+            items = tolist() if tolist is not None else list(offsets)
         except TypeError:
-            raise TypeError(f"offsets: expected (start, end) pairs, got {type(offsets).__name__}") from None
+            items = None
+        if not isinstance(items, list):   # (a numpy scalar's tolist() is a scalar)
+            raise TypeError(f"offsets: expected (start, end) pairs, got {type(offsets).__name__}")
+        offsets = items
     n = len(spans)
     starts = [s for s, _ in spans]
     ends = [e for _, e in spans]
