@@ -769,6 +769,25 @@ def test_copies_and_pickles_continue_independently():
     assert p.result().tool_calls == [{"name": "f", "arguments": '{"x": 1}'}]
 
 
+def test_the_pickled_state_is_every_attribute():
+    """``_STATE`` names what ``__getstate__`` keeps (the compiled StreamParser has no
+    ``__dict__``): every attribute of a parser, mid-stream, but the scanner's module and
+    table; and the compiled class declares each (``_stream.pxd``)."""
+    import pickle
+
+    source = source_module("_stream")
+    p = source.StreamParser("apertus-1", prompt="<|assistant_start|>x", call_id=str)
+    p.feed('<|tools_prefix|>[{"f": 1')
+    assert set(vars(p)) == set(source._STATE) | {"_core", "_table"}
+    compiled = StreamParser("apertus-1", prompt="<|assistant_start|>x", call_id=str)
+    compiled.feed('<|tools_prefix|>[{"f": 1')
+    assert set(p.__getstate__()) == set(compiled.__getstate__()) == set(source._STATE)
+    state = compiled.__getstate__()
+    again = pickle.loads(pickle.dumps(compiled)).__getstate__()
+    assert {k: v for k, v in again.items() if k != "_calls"} == \
+        {k: v for k, v in state.items() if k != "_calls"}
+
+
 def test_exported_and_documented():
     for name in ("StreamParser", "Delta", "Completion", "parse_completion"):
         assert name in apertus_fast.__all__ and getattr(apertus_fast, name).__doc__

@@ -571,6 +571,18 @@ def _turn_body(prompt: str, d: Dialect) -> str:
     return prompt[body_at:]
 
 
+#: What a StreamParser's state is (``__getstate__``): every attribute but the scanner's
+#: module and table, which are rebuilt.
+_STATE = (
+    "dialect", "format", "_brackets", "_tail", "_base", "_run", "_chunks", "_at",
+    "_emit_from", "_type", "_decoder", "_bytes_in", "_closed", "_call_id", "_mode", "_inner",
+    "_after_calls", "_waiting", "_astart", "_ended", "_calls", "_calls_at", "_calls_no",
+    "_group", "_group_at", "_held", "_held_at", "_held_n", "_held_items", "_held_pos",
+    "_held_watch", "_held_wait", "_prompt_closed_group", "_out", "_reasoning", "_content",
+    "_tool_calls", "_call_index", "_names", "_outputs", "_warnings",
+)
+
+
 class StreamParser:
     """Reads an assistant turn as it streams (a model's completion), one chunk at a time.
 
@@ -669,13 +681,13 @@ class StreamParser:
         # continuation, or a stream handed to another process): the scanner module and
         # its table are rebuilt, the dialect is looked up by name
         self._ids()
-        state = self.__dict__.copy()
-        del state["_core"], state["_table"]
+        state = {name: getattr(self, name) for name in _STATE}
         state["dialect"] = self.dialect.name
         return state
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        for name, value in state.items():
+            setattr(self, name, value)
         self.dialect = get_dialect(state["dialect"])
         self._core = _core_for(None)
         self._table = _table(self._core, self.dialect)
