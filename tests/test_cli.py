@@ -1579,7 +1579,7 @@ def test_completions_sample_shows_each_case(tmp_path, capsys):
                      "-o", str(out)]) == 0
     records = {r["id"]: r for r in read_json_lines(out)}
     assert [r["finish_reason"] for r in records.values()] == [
-        "stop", "tool_calls", "stop", "stop", None, "stop", "tool_calls", "stop"]
+        "stop", "tool_calls", "stop", "stop", None, "stop", "tool_calls", "stop", "tool_calls"]
     assert records["c-001"]["reasoning"].startswith("The user asks") and records["c-001"]["closed"]
     assert [c["name"] for c in records["c-002"]["tool_calls"]] == ["get_weather", "get_weather"]
     # continued after the tool output, inside the reasoning the prompt left open
@@ -1592,7 +1592,11 @@ def test_completions_sample_shows_each_case(tmp_path, capsys):
     assert json.loads(records["c-007"]["tool_calls"][0]["arguments"])["params"][1] == {
         "name": "offset", "value": 0}
     assert records["c-008"]["rest"] == "<|user_start|>Und warum?"
+    # an OpenAI-style call object: the call it names, with a warning
+    assert [(c["name"], c["arguments"]) for c in records["c-009"]["tool_calls"]] == [
+        ("get_train_connections", '{"from": "Bern", "to": "Lugano"}')]
+    assert "from OpenAI-style objects" in records["c-009"]["warnings"][0]
     # <think> tags are read as the reasoning delimiters, and each reading is a warning
     assert records["c-004"]["warnings"] == ["line 1, column 1: <think> read as <|inner_prefix|>",
                                             "line 1, column 52: </think> read as <|inner_suffix|>"]
-    assert "read 8 completions (5 warnings), failed 0" in capsys.readouterr().err
+    assert "read 9 completions (6 warnings), failed 0" in capsys.readouterr().err
