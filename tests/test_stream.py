@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -786,6 +789,93 @@ def test_the_pickled_state_is_every_attribute():
     again = pickle.loads(pickle.dumps(compiled)).__getstate__()
     assert {k: v for k, v in again.items() if k != "_calls"} == \
         {k: v for k, v in state.items() if k != "_calls"}
+
+
+class _Tagged(StreamParser):
+    """A subclass with its own attribute and a close() that reads it."""
+
+    def __init__(self, *args, request_id, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.request_id = request_id
+
+    def close(self):
+        assert self.request_id == "r7"
+        return super().close()
+
+
+def test_subclasses_keep_their_attributes_and_parsers_are_like_plain_objects():
+    # (the compiled class is a cdef class: it has an instance dict and weak references
+    # all the same, and every pickle protocol works)
+    import copy
+    import pickle
+    import weakref
+
+    p = _Tagged("apertus-1.5", request_id="r7")
+    p.feed("Hello")
+    assert p.result().content == "Hello"   # (result() closes a copy)
+    for q in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert type(q) is _Tagged and q.request_id == "r7"
+    plain = StreamParser("apertus-1.5")
+    plain.note = 1
+    assert weakref.ref(plain)() is plain and plain.note == 1
+    plain.feed('<|tools_prefix|>[{"f": {"a": 1')
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        again = pickle.loads(pickle.dumps(plain, protocol))
+        assert again.note == 1
+        assert again.feed("}}]<|tools_suffix|>") + again.close() == [Delta("tool_call", "}", 0, None)]
+
+
+def test_a_stream_pickled_by_one_build_continues_in_the_other(tmp_path):
+    """A parser in the middle of a call list, pickled by this build, is read back by the
+    other (the pure one from a copy of the sources; the compiled one, where it is, from
+    the package itself), and the other's pickle here."""
+    import pickle
+    import shutil
+
+    import apertus_fast
+
+    pure = tmp_path / "pure"
+    shutil.copytree(pathlib.Path(apertus_fast.__file__).parent, pure / "apertus_fast",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    p = StreamParser("apertus-1.5")
+    p.feed('<|inner_prefix|>r<|tools_prefix|>[{"f": {"a": 1')
+    (tmp_path / "here.pkl").write_bytes(pickle.dumps(p))
+    code = (
+        "import pickle, sys\n"
+        f"sys.path.insert(0, {str(pure)!r})\n"
+        "import apertus_fast\n"
+        "assert apertus_fast.BACKEND == 'python', apertus_fast.BACKEND\n"
+        f"q = pickle.loads(open({str(tmp_path / 'here.pkl')!r}, 'rb').read())\n"
+        "q.feed('}}]<|tools_suffix|>'); q.close()\n"
+        "print(q.result().tool_calls)\n"
+        "r = apertus_fast.StreamParser('apertus-1.5')\n"
+        "r.feed('<|tools_prefix|>[{\"g\": [1')\n"
+        f"open({str(tmp_path / 'there.pkl')!r}, 'wb').write(pickle.dumps(r))\n")
+    env = dict(os.environ, PYTHONPATH="")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "[{'name': 'f', 'arguments': '{\"a\": 1}'}]"
+    r = pickle.loads((tmp_path / "there.pkl").read_bytes())
+    r.feed("]}]<|tools_suffix|>")
+    r.close()
+    assert r.result().tool_calls == [{"name": "g", "arguments": "[1]"}]
+
+
+def test_str_subclass_chunks_are_read_as_their_characters():
+    # markupsafe's Markup escapes the other side of a +: chunks and prompts are taken
+    # as plain str, so that joining them does not change the text
+    class Escaping(str):
+        def __add__(self, other):
+            return Escaping(str.__add__(self, other.replace("<", "&lt;")))
+
+        def __radd__(self, other):
+            return Escaping(str.__add__(other.replace("<", "&lt;"), self))
+
+    p = StreamParser("apertus-1.5", prompt=Escaping("<|assistant_start|>a <"))
+    deltas = p.feed(Escaping("b & c<|assist")) + p.feed(Escaping("ant_end|>")) + p.close()
+    assert [(d.kind, d.text, type(d.text)) for d in deltas] == [("response", "b & c", str)]
+    assert p.done
 
 
 def test_exported_and_documented():

@@ -1,11 +1,13 @@
 # Cython declarations for _stream.py (an "augmenting" .pxd): the call-list reader and
 # the stream parser as cdef classes, whose attributes are struct fields instead of
 # entries of an instance dict, for the compiled build. The .py file stays plain Python;
-# keep the two in step (every attribute a method assigns is declared here).
+# keep the two in step (every attribute a method assigns is declared here). Both pickle
+# through their __getstate__ / __setstate__, so that a stream pickled by one build
+# continues in the other.
 cimport cython
 
 
-@cython.auto_pickle(True)
+@cython.auto_pickle(False)   # (its own __getstate__ / __setstate__, as in the pure build)
 cdef class _Calls:
     cdef public object parts, starts, n, phase, k, opened, call_start, args_start
     cdef public object scanned, sep, sep_from, end, part, watch, events, finished, mismatch
@@ -21,3 +23,6 @@ cdef class StreamParser:
     cdef public object _held_pos, _held_watch, _held_wait, _prompt_closed_group, _out
     cdef public object _reasoning, _content, _tool_calls, _call_index, _names, _outputs
     cdef public object _warnings
+    # as a plain class has them: a subclass's own attributes, weak references
+    cdef dict __dict__
+    cdef object __weakref__

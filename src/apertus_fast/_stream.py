@@ -124,12 +124,20 @@ _N_DIGIT_LOOP = frozenset((_N_INT, _N_FRAC, _N_EXP))
 _DIGITS = re.compile(r"[0-9]*")
 
 
+def _new(cls):
+    """An instance of ``cls`` without ``__init__``, for unpickling (its state follows)."""
+    return cls.__new__(cls)
+
+
 class _Number:
     """``json_end`` of a number as its characters arrive, without reading them again:
     the longest prefix that is a number (the json module's reading), kept up to date by
     a state machine (runs of digits taken by one regex match)."""
 
     __slots__ = ("state", "size", "accepted", "is_float", "minus", "word")
+
+    def __reduce__(self):   # (every pickle protocol: 0 and 1 refuse __slots__ otherwise)
+        return _new, (type(self),), (None, {name: getattr(self, name) for name in self.__slots__})
 
     def __init__(self):
         self.state = _N_START
@@ -185,6 +193,7 @@ class _JsonWatch:
     kept by a ``_Number`` (``number``), which answers for ``json_end`` on it."""
 
     __slots__ = ("first", "depth", "in_str", "esc", "closed", "number")
+    __reduce__ = _Number.__reduce__
 
     def __init__(self):
         self.first = ""        # the value's first character, "" until it arrives
@@ -312,6 +321,12 @@ _MAX_NAME = 256
 _CALL_SEP = '}, {"'
 
 
+#: A _Calls' attributes, its pickled state.
+_CALLS_STATE = ("parts", "starts", "n", "phase", "k", "opened", "call_start", "args_start",
+                "scanned", "sep", "sep_from", "end", "part", "watch", "events", "finished",
+                "mismatch")
+
+
 class _Calls:
     """The text between ``<|tools_prefix|>`` and ``<|tools_suffix|>`` as it arrives.
 
@@ -332,6 +347,18 @@ class _Calls:
     Anything else waits for the end of the body. ``events`` collects
     ``("name", k, name, pos)`` and ``("args", k, text, pos)`` (body offsets).
     """
+
+    def __getstate__(self) -> dict:
+        # (the same state in both builds, so that a stream pickled by one continues in
+        # the other: the compiled class would pickle its own way)
+        return {name: getattr(self, name) for name in _CALLS_STATE}
+
+    def __reduce__(self):
+        return _new, (type(self),), self.__getstate__()
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     def __init__(self):
         self.parts: list[str] = []
@@ -668,6 +695,8 @@ class StreamParser:
         if prompt:
             if not isinstance(prompt, str):
                 raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+            if type(prompt) is not str:   # (markupsafe's Markup: its + escapes)
+                prompt = str.__str__(prompt)
             body = _turn_body(prompt, d)
             self._emit_from = len(body)
             if body:
@@ -681,7 +710,11 @@ class StreamParser:
         # continuation, or a stream handed to another process): the scanner module and
         # its table are rebuilt, the dialect is looked up by name
         self._ids()
-        state = {name: getattr(self, name) for name in _STATE}
+        state = dict(getattr(self, "__dict__"))   # (compiled: only what a subclass adds)
+        state.pop("_core", None)
+        state.pop("_table", None)
+        for name in _STATE:
+            state[name] = getattr(self, name)
         state["dialect"] = self.dialect.name
         return state
 
@@ -691,6 +724,11 @@ class StreamParser:
         self.dialect = get_dialect(state["dialect"])
         self._core = _core_for(None)
         self._table = _table(self._core, self.dialect)
+
+    def __reduce__(self):
+        # (every pickle protocol, both builds: the compiled class is no heap type,
+        # which protocols 0 and 1 cannot pickle by default)
+        return _new, (type(self),), self.__getstate__()
 
     def __copy__(self) -> "StreamParser":
         # a copy shares nothing with the original (the id function excepted)
@@ -773,7 +811,7 @@ class StreamParser:
             raise TypeError(f"StreamParser was fed {self._type.__name__} chunks; cannot mix "
                             f"{type(chunk).__name__} into one stream")
         if kind is str:
-            return chunk
+            return chunk if type(chunk) is str else str.__str__(chunk)
         data = bytes(chunk)
         held = self._decoder.getstate()[0]
         try:
