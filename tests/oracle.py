@@ -97,14 +97,16 @@ def oracle_render(
 ):
     """Render with the official template; raise :class:`OracleError` where it fails.
 
-    ``date`` fixes ``strftime_now`` (a ``datetime.date`` or ``"YYYY-MM-DD"``).
+    ``date`` fixes ``strftime_now`` (a ``datetime.date`` or ``"YYYY-MM-DD"``), with
+    the year in four digits as apertus-fast's ``date`` has it (glibc's ``%Y`` writes
+    ``999`` for the year 999; the real callers' dates are today's).
     """
     if isinstance(date, str):
         date = _dt.date.fromisoformat(date)
     fixed = _dt.datetime(date.year, date.month, date.day, 12, 0, 0)
 
     def strftime_now(fmt):
-        return fixed.strftime(fmt)
+        return fixed.strftime(fmt.replace("%Y", f"{fixed.year:04d}"))
 
     variables = dict(
         bos_token=bos_token,

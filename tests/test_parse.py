@@ -501,6 +501,33 @@ def test_lenient_bare_completion_keeps_the_bos_it_starts_with(dialect):
     assert parse("x<|user_start|>y", dialect=dialect, strict=False).bos_token == ""
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("bos", ["<s>x", "<s><s>", "<s> ", "x<s>"])
+def test_a_bos_token_that_starts_with_the_bos_comes_back(dialect, bos):
+    # the grammar: "<s>" at offset 0, and any text after it before the system block
+    # is the rest of a custom bos_token ("<s>x" was a ParseError, "x<s>" was not)
+    messages = [{"role": "user", "content": "hi"}]
+    text = render(messages, dialect=dialect, bos_token=bos, date="2026-01-01")
+    out = parse(text, dialect=dialect)
+    assert (out.bos_token, out.messages) == (bos, messages)
+    assert out.render() == text
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1"])
+@pytest.mark.parametrize("date", ["0999-01-01", __import__("datetime").date(12, 3, 4)])
+def test_dates_before_the_year_1000_keep_four_digits(dialect, date):
+    # (strftime's %Y wrote "999", which the parser did not read as the default
+    # prompt's date: the prompt came back as an explicit system message)
+    from apertus_fast import normalize, render_date
+
+    messages = [{"role": "user", "content": "hi"}]
+    text = render(messages, dialect=dialect, date=date)
+    assert f"Current date: {render_date(date)}<" in text and len(render_date(date)) == 10
+    out = parse(text, dialect=dialect)
+    assert out.messages == normalize(messages, dialect=dialect) == messages
+    assert out.date == render_date(date)
+
+
 def test_lenient_never_raises_on_garbage():
     for junk in ["", "<|", "<|user_start|>", "<|assistant_end|><|inner_suffix|>x",
                  "<s><|system_start|>", "]]]<|tools_prefix|>[{", "<|tool_output_start|>a, b"]:
@@ -568,3 +595,15 @@ def test_str_subclasses_are_read_as_their_text(dialect):
             parse("x", strict=False, format=bad)
         with pytest.raises(ValueError, match="format must be"):
             parse_completion("x", format=bad)
+
+
+def test_non_json_arguments_holding_the_call_separator_are_outside_the_domain():
+    # docs/format.md, the domain of the laws: the split ends such arguments at "}, {\""
+    # and the rest is no call; strict parsing rejects the text, lenient salvages it
+    text = render([{"role": "user", "content": "q"}, {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [{"name": "f", "arguments": 'x}, {"y'}]}]}}],
+        dialect="apertus-1.5")
+    with pytest.raises(ParseError, match="malformed tool calls"):
+        parse(text, dialect="apertus-1.5")
+    lenient = parse(text, dialect="apertus-1.5", strict=False)
+    assert lenient.warnings and lenient.render() == text

@@ -727,6 +727,11 @@ class _Builder:
         if self.i < n and self.kind(self.i) == _K_BOS:
             result.bos_token = "<s>"
             self.i += 1
+            if self.i < n and self.textual(self.i):   # a bos_token "<s>..." ("<s><s>")
+                more, j = self.take_text(self.i)
+                if j < n and self.kind(j) == _K_SYSTEM_START:
+                    result.bos_token = "<s>" + more
+                    self.i = j
         elif self.i < n and self.textual(self.i):
             bos, j = self.take_text(self.i)
             if j < n and self.kind(j) == _K_SYSTEM_START:
@@ -1105,7 +1110,8 @@ def _salvage(raw):
     Around the calls and between them any JSON whitespace is allowed (``[ {...} ]``,
     ``},{`` and ``},\\n{``, a list that starts after a space or without its ``[``); a
     call's arguments are a JSON value, else (as the exact reading has it) the text up to
-    the next ``}, {"`` or the final ``}]``, or to the end of a cut-off list."""
+    the next ``}, {"`` that a call's head follows, or the final ``}]``, or to the end of
+    a cut-off list."""
     calls = []
     n = len(raw)
     pos = _json_ws(raw, 0, n)
@@ -1119,6 +1125,9 @@ def _salvage(raw):
         end = _json_end(raw, start)
         if end < 0:
             nxt = raw.find('}, {"', start)
+            # (a separator that no call follows is part of these arguments: "x}, {\"y")
+            while nxt >= 0 and _CALL_HEAD.match(raw, nxt + 3) is None:
+                nxt = raw.find('}, {"', nxt + 1)
             if nxt < 0:
                 rest = raw[start:]
                 whole = rest.endswith("}]")
@@ -1421,7 +1430,7 @@ def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
 
     Raises :class:`RenderError` for a conversation the template rejects, and
     :class:`ParseError` for one outside the round-trip domain (content spelling special
-    tokens).
+    tokens; tool-call arguments that are not JSON and hold ``}, {"``: docs/format.md).
     """
     d = get_dialect(dialect)
     text = render(messages, dialect=d, date="2000-01-01",

@@ -633,7 +633,7 @@ def render_date(date: DateArg = None) -> str:
             # fromisoformat alone would take "20260101" and "2026-W01-1" on 3.11+ only
             if len(date) != 10 or date[4] != "-" or date[7] != "-":
                 raise ValueError
-            value = _dt.date.fromisoformat(date).strftime("%Y-%m-%d")
+            value = _iso(_dt.date.fromisoformat(date))
         except ValueError:
             raise RenderError(f"date must be 'YYYY-MM-DD', got {date!r}") from None
         if len(_date_cache) > 4096:
@@ -641,8 +641,15 @@ def render_date(date: DateArg = None) -> str:
         _date_cache[date] = value
         return value
     if isinstance(date, _dt.date):
-        return date.strftime("%Y-%m-%d")
+        return _iso(date)
     raise RenderError(f"date must be a datetime.date or a 'YYYY-MM-DD' string, got {date!r}")
+
+
+def _iso(date):
+    """``YYYY-MM-DD``, the year in four digits also before 1000 (where glibc's
+    ``strftime("%Y")`` writes ``999``, which no parser reads as the default prompt's
+    date)."""
+    return f"{date.year:04d}-{date.month:02d}-{date.day:02d}"
 
 
 def _system_prompt(messages, d, date):
