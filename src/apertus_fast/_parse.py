@@ -568,6 +568,12 @@ def _events(text, d):
     return scan_str(text, d)
 
 
+def plain_str(s):
+    """``s``, a ``str``, as an exact ``str``: a subclass (``numpy.str_``,
+    markupsafe's ``Markup``, whose ``+`` escapes the other side) by its characters."""
+    return s if type(s) is str else str.__str__(s)
+
+
 class _NeedBlocks(Exception):
     """The string format cannot represent this turn (an empty legacy ``tool_calls``
     list renders nothing; apertus-1.5 rejects legacy calls with empty names or
@@ -580,8 +586,7 @@ _NEED_BLOCKS = ("format='string' cannot represent an empty call list ([]), nor, 
 
 class _Builder:
     def __init__(self, text, events, d, strict, fmt):
-        if type(text) is not str:   # a str subclass (numpy.str_, markupsafe.Markup)
-            text = str.__str__(text)
+        text = plain_str(text)
         self.text = text
         self.d = d
         self.strict = strict
@@ -1320,7 +1325,7 @@ def _valid_date(s):
 
 def _as_text(data):
     if isinstance(data, str):
-        return data if type(data) is str else str.__str__(data)
+        return plain_str(data)
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
         try:

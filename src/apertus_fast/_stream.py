@@ -42,7 +42,7 @@ from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ParseError
 from ._lex import _core_for, _table, scan_str, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
-                     OPENAI_CALL_KEYS, lenient_calls_at, split_tool_outputs)
+                     OPENAI_CALL_KEYS, lenient_calls_at, plain_str, split_tool_outputs)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -695,9 +695,7 @@ class StreamParser:
         if prompt:
             if not isinstance(prompt, str):
                 raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
-            if type(prompt) is not str:   # (markupsafe's Markup: its + escapes)
-                prompt = str.__str__(prompt)
-            body = _turn_body(prompt, d)
+            body = _turn_body(plain_str(prompt), d)
             self._emit_from = len(body)
             if body:
                 self._feed_text(body)
@@ -811,7 +809,7 @@ class StreamParser:
             raise TypeError(f"StreamParser was fed {self._type.__name__} chunks; cannot mix "
                             f"{type(chunk).__name__} into one stream")
         if kind is str:
-            return chunk if type(chunk) is str else str.__str__(chunk)
+            return plain_str(chunk)
         data = bytes(chunk)
         held = self._decoder.getstate()[0]
         try:
