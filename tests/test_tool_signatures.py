@@ -22,7 +22,7 @@ from tests.oracle import ORACLE_MISSING
 if ORACLE_MISSING:
     pytest.skip(ORACLE_MISSING, allow_module_level=True)
 
-from apertus_fast import RenderError, render  # noqa: E402
+from apertus_fast import RenderError, parse, render, render_tools  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 
@@ -161,6 +161,21 @@ def check_tools(dialect, tools, messages=()):
         return
     assert exp.error is None, f"the template fails ({exp.error}); ours renders:\n{got}"
     assert got == exp.text
+    # the section rendered once and passed as tools_text renders the same text
+    section = render_tools(tools, dialect)
+    assert render(messages, dialect=dialect, tools_text=section, date=DATE) == got
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("tools", [None, [], ()], ids=repr)
+def test_no_tools(tools, dialect):
+    """No tool: the template writes "Tool Capabilities: disabled", which no string
+    after "Tool Capabilities:\\n" gives, so render_tools says None, as parse does."""
+    check_tools(dialect, tools)
+    assert render_tools(tools, dialect) is None
+    text = render([], dialect=dialect, tools=tools, date=DATE)
+    assert "Tool Capabilities: disabled" in text
+    assert parse(text, dialect=dialect).tools_text is None
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

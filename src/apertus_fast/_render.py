@@ -449,9 +449,17 @@ def _unwrap_tool(tool, native):
     return tool
 
 
-def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str:
-    """The ``render_tools(tools)`` macro: the text after ``Tool Capabilities:\\n``."""
+def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str | None:
+    """The tool section ``render`` writes for ``tools``, as ``render(...,
+    tools_text=...)`` takes it: the text after ``Tool Capabilities:\\n`` (the
+    template's ``render_tools(tools)`` macro), or ``None`` when ``tools`` holds no tool
+    (``None``, ``[]``: the section then says ``Tool Capabilities: disabled``, which no
+    ``tools_text`` string gives). So ``render(m, tools_text=render_tools(tools))`` is
+    ``render(m, tools=tools)`` for every ``tools``, and the result is what
+    ``parse(...).tools_text`` reads from that text."""
     d = get_dialect(dialect)
+    if not _truth(tools, "tools"):
+        return None
     _STATE.sandboxed = d.sandboxed
     try:
         return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
