@@ -377,8 +377,16 @@ def test_byte_spans_and_utf8_token_masks():
     ascii_r = Rendered("abcdef", [(1, 2), (4, 6)])
     assert ascii_r.byte_spans() == ascii_r.spans and ascii_r.byte_spans() is not ascii_r.spans
     assert Rendered("x", []).byte_spans() == []
-    with pytest.raises(UnicodeEncodeError):
-        Rendered("a\ud800b", [(0, 1)]).byte_spans()
+    # the error says where the text has no UTF-8, as text.encode() does (not where in
+    # a slice), whether the surrogate is before, in or after a span
+    for text, spans in (("a\ud800b", [(0, 1)]), ("aé\ud800b", [(2, 4)]),
+                        ("é\ud800bcd", [(3, 4)])):
+        at = text.index("\ud800")
+        with pytest.raises(UnicodeEncodeError) as caught:
+            Rendered(text, spans).byte_spans()
+        assert (caught.value.start, caught.value.end) == (at, at + 1)
+        with pytest.raises(UnicodeEncodeError, match=f"in position {at}:"):
+            Rendered(text, spans).token_mask([(0, 1)], utf8=True)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

@@ -55,13 +55,17 @@ class Rendered(NamedTuple):
             return list(self.spans)
         out = []
         char = byte = 0  # a boundary and its byte offset, walking forwards
-        for start, end in self.spans:
-            byte += len(text[char:start].encode("utf-8"))
-            first = byte
-            byte += len(text[start:end].encode("utf-8"))
-            char = end
-            out.append((first, byte))
-        text[char:].encode("utf-8")  # the rest, too, must have a UTF-8 encoding
+        try:
+            for start, end in self.spans:
+                byte += len(text[char:start].encode("utf-8"))
+                first = byte
+                byte += len(text[start:end].encode("utf-8"))
+                char = end
+                out.append((first, byte))
+            text[char:].encode("utf-8")  # the rest, too, must have a UTF-8 encoding
+        except UnicodeEncodeError:
+            text.encode("utf-8")  # the error with its position in the text, not a slice
+            raise
         return out
 
     def token_mask(self, offsets, *, utf8: bool = False) -> list[bool]:
