@@ -169,3 +169,17 @@ def test_the_error_types_the_readme_names():
                  lambda: lex("", dialect="x"), lambda: StreamParser("x")):
         with pytest.raises(ValueError, match="unknown dialect"):
             call()
+
+
+def test_dialect_none_before_any_render_is_an_error_not_a_crash():
+    """The hot path remembers the last dialect name it looked up, None before the
+    first: dialect=None as a process's first render read that empty slot (SIGSEGV)."""
+    run = run_python(
+        "import apertus_fast as af\n"
+        "for call in (lambda: af.render([{'role': 'user', 'content': 'q'}], dialect=None),\n"
+        "             lambda: af.render_with_spans([], dialect=None)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ValueError as exc:\n"
+        "        print(exc)\n")
+    assert run.stdout.count("unknown dialect") == 2

@@ -1730,7 +1730,7 @@ cdef int fill(Out* o, object messages, object dialect, object tools, object enab
     if (tools is not None and type(tools) is not list) or \
             (tools_text is not None and type(tools_text) is not str):
         return BAIL
-    if dialect is _last_dialect_name:
+    if dialect is _last_dialect_name and _last_dialect is not None:  # (None at first)
         d = _last_dialect
     elif type(dialect) is str:
         d = _dialects.get(dialect)
