@@ -324,8 +324,11 @@ class Lexer:
         # Keep the text from the open run's start (where this call's events begin)
         # to the new _base; drop what lies before it.
         keep = self._keep_from = self._run_start
-        while len(self._piece_starts) > 1 and self._piece_starts[1] <= keep:
-            del self._pieces[0], self._piece_starts[0]
+        # (all at once: one piece at a time was quadratic after a long run fed in
+        # one-character chunks, as a model streams it)
+        drop = bisect.bisect_right(self._piece_starts, keep) - 1
+        if drop > 0:
+            del self._pieces[:drop], self._piece_starts[:drop]
         if self._piece_starts and self._piece_starts[0] + len(self._pieces[0]) <= keep:
             self._pieces, self._piece_starts = [], []
         if stop:
