@@ -46,8 +46,8 @@ def oracle_tools(tools, dialect):
     unchanged): the expectation is the template's rendering of the unwrapped spec."""
     if dialect == "apertus-1.5" or not isinstance(tools, list):
         return tools
-    return [t["function"] if isinstance(t, dict) and t.get("function")
-            and "name" not in t and "description" not in t else t for t in tools]
+    return [t["function"] if isinstance(t, dict) and "name" not in t
+            and "description" not in t and t.get("function") else t for t in tools]
 
 
 @dataclass(frozen=True)

@@ -564,10 +564,16 @@ def test_continue_assistant_message_is_read_only_where_the_template_reads_it(dia
         render(ends_with_assistant, dialect=dialect, date=DATE,
                continue_assistant_message=_Ambiguous())
         return
-    with pytest.raises(RenderError, match="^continue_assistant_message: ValueError: truth "
-                                          "value is ambiguous$"):
-        render(ends_with_assistant, dialect=dialect, date=DATE,
-               continue_assistant_message=_Ambiguous())
+    # ... even when its calls wait for their outputs: the template asks that after it
+    for messages in (ends_with_assistant, _WAITING):
+        with pytest.raises(RenderError, match="^continue_assistant_message: ValueError: "
+                                              "truth value is ambiguous$"):
+            render(messages, dialect=dialect, date=DATE,
+                   continue_assistant_message=_Ambiguous())
+
+
+_WAITING = [u(), {"role": "assistant", "content": "", "tool_calls": [
+    {"type": "function", "function": {"name": "f", "arguments": "{}"}}]}]
 
 
 @pytest.mark.oracle
@@ -580,9 +586,10 @@ def test_the_template_reads_continue_assistant_message_alike(dialect):
         oracle_render([u(), a()], dialect=dialect, date=DATE,
                       continue_assistant_message=_Ambiguous())
     else:
-        with pytest.raises(OracleError):
-            oracle_render([u(), a()], dialect=dialect, date=DATE,
-                          continue_assistant_message=_Ambiguous())
+        for messages in ([u(), a()], _WAITING):
+            with pytest.raises(OracleError):
+                oracle_render(messages, dialect=dialect, date=DATE,
+                              continue_assistant_message=_Ambiguous())
 
 
 @pytest.mark.parametrize("dialect", ALL)

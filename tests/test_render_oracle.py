@@ -217,6 +217,24 @@ def _subclass_cases():
     enum = {"type": "object", "properties": {"a": {"type": "string", "enum": ["x"],
                                                    "default": _Loud("x")}}}
     yield "loud enum default", [user], [{"name": "f", "description": "d", "parameters": enum}]
+    # not str at all, but with a + of its own: collections.UserString
+    from collections import UserString as U
+
+    yield "userstring tool", [user], [{"name": U("f"), "description": U("d"), "parameters": {
+        "type": "object", "properties": {
+            "a": {"type": "string", "description": U("pd")},
+            "b": {"type": "string", "enum": ["x"], "default": U("x")},
+            "c": {"oneOf": [{"type": "string", "description": U("vd")}], "default": U("y")}}}}]
+    blocks = {"blocks": [{"type": "tool_calls", "calls": [{"name": U("f"), "arguments": U("{}")}]}]}
+    yield "userstring block call", [user, {"role": "assistant", "content": blocks}], None
+    calls = [{"type": "function", "function": {"name": U("f"), "arguments": U("{}")}}]
+    yield "userstring legacy call", [user, {"role": "assistant", "content": "", "tool_calls": calls}], None
+    yield "userstring system text", [{"role": "system", "content": {"text": U("s")}}, user], None
+    bad_block = {"blocks": [{"type": U("nonsense"), "text": "t"}]}
+    yield "userstring block type", [user, {"role": "assistant", "content": bad_block}], None
+    yield "userstring part type", [{"role": "user", "content": {"parts": [{"type": U("video")}]}}], None
+    calls = [{"type": U("other"), "function": {"name": "f", "arguments": "{}"}}]
+    yield "userstring call type", [user, {"role": "assistant", "content": "", "tool_calls": calls}], None
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -224,6 +242,54 @@ def _subclass_cases():
 def test_string_subclasses_keep_their_own_plus(dialect, case):
     _, messages, tools = case
     check(dialect, messages, tools=tools, date="2026-01-01")
+
+
+class _Ambiguous:
+    """A value whose truth fails, as a NumPy array's does."""
+
+    def __bool__(self):
+        raise ValueError("ambiguous")
+
+
+class _Broken:
+    """A value whose ``str()`` and truth fail with an error of the caller's own."""
+
+    def __str__(self):
+        raise RuntimeError("boom")
+
+    def __bool__(self):
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_tools_function_is_read_where_the_template_reads_it(dialect):
+    """A tool's ``function`` counts only where the tool has neither ``description``
+    nor ``name`` (apertus-1.5: always): a ``function`` whose truth fails fails (or
+    does not) as the template does. (``continue_assistant_message``: in
+    test_render_errors.py.)"""
+    user = {"role": "user", "content": "q"}
+    for tool in ({"name": "f", "description": "d", "function": _Ambiguous()},
+                 {"description": "d", "function": _Ambiguous()}):
+        check(dialect, [user], tools=[tool], date="2026-01-01")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_an_error_of_the_callers_own_code_is_a_render_error(dialect):
+    """Where the caller's own ``__str__`` or ``__bool__`` raises (here RuntimeError),
+    the template fails with it; ``render`` raises RenderError naming the message and
+    the error, as it does for the flags and ``bos_token``."""
+    user = {"role": "user", "content": "q"}
+    answer = {"role": "assistant", "content": "a"}
+    for messages, tools in (
+            ([user, answer, {"role": "tool", "content": _Broken()}], None),
+            ([user, {"role": "assistant", "content": {"blocks": [
+                {"type": "thoughts", "text": _Broken()}]}}], None),
+            ([user, {"role": "assistant", "content": "a", "tool_calls": _Broken()}], None),
+            ([user], [{"name": "f", "description": "d", "parameters": {
+                "properties": {"a": {"description": _Broken()}}}}])):
+        check(dialect, messages, tools=tools, date="2026-01-01")
+        with pytest.raises(RenderError, match="RuntimeError: boom"):
+            render(messages, dialect=dialect, tools=tools)
 
 
 class _Properties:

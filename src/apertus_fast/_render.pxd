@@ -10,7 +10,7 @@ cdef object item(object obj, str key)
 @cython.locals(seq_=list)
 cdef object item0(object obj)
 cdef str text(object x)
-cdef object s(object x, object field=*)
+cdef object cat(object left, object x, object field)
 cdef list seq(object x, object field=*)
 cdef bint is_mapping(object x) except -1
 cdef bint is_iterable(object x) except -1

@@ -179,16 +179,22 @@ def text(x):
     return x if type(x) is str else str.__str__(x)
 
 
-def s(x, field=None):
-    """An operand of ``+`` next to a string literal: it must be a string (Jinja fails
-    on Undefined, Python on ``str + int``). ``field`` names it in the error. A ``str``
-    subclass is kept as it is, so that Python's ``+`` gives what the template's does
-    (markupsafe's ``Markup`` escapes the other side with its ``str()``; a type may bring
-    its own ``__add__`` / ``__radd__``); the caller prints the sum with :func:`text`."""
-    if isinstance(x, str):
-        return x
+def cat(left, x, field):
+    """The template's ``left + x``, ``x`` a value of the input and ``left`` a string
+    literal or the sum so far: Python's ``+`` decides, as in the template. A string
+    takes part as itself, a ``str`` subclass or any type with its own ``__add__`` /
+    ``__radd__`` too (markupsafe's ``Markup`` escapes the other side with its ``str()``;
+    ``collections.UserString`` joins it). Where ``+`` fails (Undefined, ``str + int``),
+    the error names ``field``. The caller prints the sum with :func:`text`."""
+    if type(x) is str and type(left) is str:
+        return left + x
+    try:
+        if x is not UNDEFINED:
+            return left + x
+    except TypeError:
+        pass
     got = "it is missing" if x is UNDEFINED else f"got {type(x).__name__} {x!r:.60}"
-    raise _Fail(f"{field}: expected a string, {got}" if field else f"expected a string, {got}")
+    raise _Fail(f"{field}: expected a string, {got}")
 
 
 def seq(x, field=None):
@@ -412,7 +418,7 @@ def _ts_one_of(one_of, trim, jinja_json, depth):
         parts.append(ts_type(variant, trim, jinja_json, depth + 1))
         desc = attr(variant, "description")
         if desc:
-            parts.append(text("// " + s(desc, '"description" of a oneOf variant')))
+            parts.append(text(cat("// ", desc, '"description" of a oneOf variant')))
         default = attr(variant, "default")
         if default is not UNDEFINED:
             parts.append(_DEFAULT_WS_TRIM if trim else _DEFAULT_WS_PLAIN)
@@ -441,12 +447,11 @@ def _unwrap_tool(tool, native):
     fail on such tools (``tool.description`` is undefined); apertus-fast unwraps them
     too, but only then, so that every tool those templates accept renders unchanged.
     """
+    if not native and (attr(tool, "description") is not UNDEFINED
+                       or attr(tool, "name") is not UNDEFINED):
+        return tool   # (the template reads no "function" here: not even its truth)
     fn = attr(tool, "function")
-    if not fn:
-        return tool
-    if native or (attr(tool, "description") is UNDEFINED and attr(tool, "name") is UNDEFINED):
-        return fn
-    return tool
+    return fn if fn else tool
 
 
 def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str | None:
@@ -551,8 +556,8 @@ def _render_tool(tool, trim, jinja_json, native):
     """One tool's signature (one iteration of ``render_tools``' loop)."""
     out = []
     tool = _unwrap_tool(tool, native)
-    out.append(text("// " + s(attr(tool, "description"), '"description"') + "\n"))
-    out.append(text("type " + s(attr(tool, "name"), '"name"') + " = "))
+    out.append(text(cat("// ", attr(tool, "description"), '"description"') + "\n"))
+    out.append(text(cat("type ", attr(tool, "name"), '"name"') + " = "))
     params = attr(tool, "parameters")
     props = attr(params, "properties") if params else UNDEFINED
     if props:
@@ -563,7 +568,7 @@ def _render_tool(tool, trim, jinja_json, native):
         for name, spec in entries:
             desc = attr(spec, "description")
             if desc:
-                out.append(text("// " + s(desc, f'parameter {text(name)!r}: "description"') + "\n"))
+                out.append(text(cat("// ", desc, f'parameter {text(name)!r}: "description"') + "\n"))
             out.append(text(name))
             if not_in(name, attr(params, "required") or []):
                 out.append("?")
@@ -572,9 +577,9 @@ def _render_tool(tool, trim, jinja_json, native):
             default = attr(spec, "default")
             if default is not UNDEFINED:
                 if attr(spec, "enum"):  # the template prints these defaults with +
-                    out.append(text(", // default: " + s(default, f'parameter {text(name)!r} (an enum): "default"')))
+                    out.append(text(cat(", // default: ", default, f'parameter {text(name)!r} (an enum): "default"')))
                 elif attr(spec, "oneOf"):
-                    out.append(text("// default: " + s(default, f'parameter {text(name)!r} (a oneOf): "default"')))
+                    out.append(text(cat("// default: ", default, f'parameter {text(name)!r} (a oneOf): "default"')))
                 else:
                     out.append(", // default: " + tojson(default, jinja_json))
             out.append(",\n" if i != last else "\n")
@@ -613,8 +618,12 @@ _FMT_NONE = 0
 _FMT_STRING = 1
 _FMT_MAPPING = 2
 
-_ERRORS = (_Fail, RenderError, TypeError, ValueError, AttributeError, LookupError,
-           RecursionError)
+#: What a render reports as a RenderError: whatever the template fails on, the
+#: caller's own code included (a ``__str__``, ``__bool__``, ``__eq__`` or ``__iter__``
+#: of an object in the messages or tools that raises), as for the flags and
+#: ``bos_token``. Not ``MemoryError``, which is not the input's fault: ``_reason``
+#: lets it through.
+_ERRORS = (Exception,)
 
 # ``strftime_now('%Y-%m-%d')`` of today, recomputed at most once a second.
 _today_second = -1
@@ -669,7 +678,7 @@ def _system_prompt(messages, d, date):
             if isinstance(content, str):
                 return text(SYSTEM_START + content + SYSTEM_END), 1
             if is_mapping(content) and "text" in content:
-                return text(SYSTEM_START + s(attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END), 1
+                return text(cat(SYSTEM_START, attr(content, "text"), 'the system content\'s "text"') + SYSTEM_END), 1
         raise _Fail("Invalid system message" + _why_system(first))
     if d.dated_system:
         return SYSTEM_START + d.default_system.replace("{date}", render_date(date)) + SYSTEM_END, 0
@@ -782,7 +791,10 @@ def _truth(flag, name):
 
 
 def _reason(exc):
-    """What an error of ``_ERRORS`` says, without a message index."""
+    """What an error of ``_ERRORS`` says, without a message index. (Re-raises a
+    ``MemoryError``: every conversion of an error to a RenderError asks here.)"""
+    if isinstance(exc, MemoryError):
+        raise exc
     if isinstance(exc, RenderError):
         return exc.reason
     if isinstance(exc, _Fail):
@@ -954,8 +966,8 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                             out.append(text(attr(block, "text")))
                         else:
                             try:
-                                raise _Fail("Invalid assistant block type: "
-                                            + s(btype, 'an assistant block\'s "type"'))
+                                raise _Fail(text(cat("Invalid assistant block type: ", btype,
+                                                     'an assistant block\'s "type"')))
                             except _Fail as exc:
                                 raise _not_a_list(exc, blocks,
                                                   'the assistant content\'s "blocks"') from None
@@ -989,8 +1001,9 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
         out.append(tout_close)
     # (read only here, as the template reads it: an argument whose truth fails fails
     # only where the template would fail on it)
-    if d.closes_last_turn and in_assistant and not waiting and \
-            not _truth(continue_assistant_message, "continue_assistant_message"):
+    if d.closes_last_turn and in_assistant and \
+            not _truth(continue_assistant_message, "continue_assistant_message") and \
+            not waiting:
         _model(out, marks, True)
         out.append(ASSISTANT_END)
 
@@ -1062,7 +1075,7 @@ def _user_parts(parts, d, out):
             out.append(AUDIO)
         else:
             try:
-                raise _Fail("Invalid user part: " + s(ptype, 'a user content part\'s "type"'))
+                raise _Fail(text(cat("Invalid user part: ", ptype, 'a user content part\'s "type"')))
             except _Fail as exc:
                 raise _not_a_list(exc, parts, 'the user content\'s "parts"') from None
 
@@ -1097,16 +1110,16 @@ def _block_calls_of(calls, openai_shapes):
             fn = attr(call, "function")
             if fn:
                 call = fn
-            name = s(attr(call, "name"), 'a tool call\'s "name"')
+            head = cat('{"', attr(call, "name"), 'a tool call\'s "name"') + '": '
             args = attr(call, "arguments")
             if args is UNDEFINED:  # |tojson fails on it
                 raise _Fail('a tool call\'s "arguments": expected a string or a JSON value, it is missing')
             if not isinstance(args, str):
                 args = tojson(args, False)
-            parts.append(text('{"' + name + '": ' + args + "}"))
+            parts.append(text(cat(head, args, 'a tool call\'s "arguments"') + "}"))
         else:
-            parts.append(text('{"' + s(attr(call, "name"), 'a tool call\'s "name"') + '": '
-                              + s(attr(call, "arguments"), 'a tool call\'s "arguments"') + "}"))
+            head = cat('{"', attr(call, "name"), 'a tool call\'s "name"') + '": '
+            parts.append(text(cat(head, attr(call, "arguments"), 'a tool call\'s "arguments"') + "}"))
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
@@ -1124,7 +1137,7 @@ def _legacy_calls_of(calls, openai_shapes):
         ctype = attr(call, "type")
         if openai_shapes:
             if ctype is not UNDEFINED and ctype != "function":
-                raise _Fail("Invalid tool call type: " + s(ctype, 'a tool call\'s "type"'))
+                raise _Fail(text(cat("Invalid tool call type: ", ctype, 'a tool call\'s "type"')))
             fn = attr(call, "function")
             if fn:
                 call = fn
@@ -1132,18 +1145,18 @@ def _legacy_calls_of(calls, openai_shapes):
             args = attr(call, "arguments")
             if not (name and args):
                 raise _Fail("Invalid tool call" + _why_call(name, args))
-            name = s(name, 'a tool call\'s "name"')
+            head = cat('{"', name, 'a tool call\'s "name"') + '": '
             if not isinstance(args, str):
                 args = tojson(args, False)
-            parts.append(text('{"' + name + '": ' + args + "}"))
+            parts.append(text(cat(head, args, 'a tool call\'s "arguments"') + "}"))
         else:
             if ctype != "function":
-                raise _Fail("Invalid tool call type: " + s(ctype, 'a tool call\'s "type"'))
+                raise _Fail(text(cat("Invalid tool call type: ", ctype, 'a tool call\'s "type"')))
             fn = attr(call, "function")
             if fn is UNDEFINED:  # the template reads function.name
                 raise _Fail('a tool call\'s "function": it is missing (expected {"name": ..., "arguments": ...})')
-            parts.append(text('{"' + s(attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
-                              + s(attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}"))
+            head = cat('{"', attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
+            parts.append(text(cat(head, attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}"))
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
