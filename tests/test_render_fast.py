@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from apertus_fast import _render
 from tests import strategies as S
+from tests.fresh import run_python
 
 if _render._FAST is None:
     pytest.skip("no compiled hot path (_render_fast not built): render has one path only",
@@ -670,6 +671,102 @@ def test_a_collection_during_a_render_runs_no_finalizer_before_the_copy(entry):
     if entry == "fast_with_marks":
         got = got[0]
     assert got == (True if entry == "matches" else expected)
+
+
+_TWO_THREADS = """
+import gc, threading
+from apertus_fast import render, render_with_spans
+entry = {entry}
+render([{{"role": "user", "content": "w"}}], dialect="apertus-1.5", date="2026-01-02")
+a_in, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
+drained = []
+collector_on = []
+
+class Finalizer:
+    def __init__(self, msgs):
+        self.msgs = msgs; self.me = self
+    def __del__(self):
+        self.msgs[0]["content"] = "replaced"
+
+class DateA(str):   # thread A waits inside its render (render_date hashes the date)
+    def __hash__(self):
+        collector_on.append(gc.isenabled())   # Python code runs with it as it was
+        a_in.set(); b_in.wait(); return str.__hash__(self)
+
+class DateB(str):   # thread B waits until A's render is over, then leaves garbage
+    def __hash__(self):
+        b_in.set(); a_done.wait()
+        drained.extend([] for _ in range(100))   # the render's next list: a new object
+        Finalizer(msgs_b); gc.set_threshold(1)
+        return str.__hash__(self)
+
+# (4 MB: glibc maps it, and unmaps it when freed, so reading it then is a SIGSEGV)
+msgs_b = [{{"role": "user", "content": "u" * (4 << 20) + str(id(object()))}},
+          {{"role": "assistant", "content": {{"blocks": [{{"type": "tool_calls", "calls": [
+              {{"name": "f", "arguments": {{"a": list(range(1000, 1006))}}}}]}}]}}}}]
+out = {{}}
+ta = threading.Thread(target=lambda: entry([{{"role": "user", "content": "a"}}],
+                                           dialect="apertus-1.5", date=DateA("2026-01-02")))
+tb = threading.Thread(target=lambda: out.setdefault("b", entry(
+    msgs_b, dialect="apertus-1.5", date=DateB("2026-01-02"))))
+ta.start(); a_in.wait(); tb.start(); b_in.wait()
+ta.join(); a_done.set(); tb.join()
+text = out["b"] if entry is render else out["b"].text
+assert collector_on == [True], collector_on
+assert text.count("u") >= 4 << 20 and msgs_b[0]["content"] == "replaced", text[:200]
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("entry", ["render", "render_with_spans"])
+def test_a_render_in_another_thread_does_not_turn_the_collector_on_under_this_one(entry):
+    """The collector's switch is the process's. A render turned it off before code that
+    may be Python's (the date, the tools: here a date's __hash__), during which another
+    thread started a render, found it off, and so did not turn it back on; the first
+    turned it on while the second recorded pieces, and a finalizer freed one (SIGSEGV
+    in assemble). It now goes off after that code, so no thread runs in between."""
+    # (exec: run as -c, this text did not crash the old build; run from a file, it did)
+    code = _TWO_THREADS.format(entry=entry)
+    assert run_python(f"exec({code!r})").stdout.split() == ["ok"]
+
+
+_CUSTOM_DIALECT = """
+import dataclasses
+from apertus_fast._dialects import DIALECTS
+
+def conversation():
+    return [{"role": "user", "content": [{"type": "text", "text": "x" * (1 << 20)},
+                                         {"type": "pic"}]}]
+
+class Part:
+    def __eq__(self, other):
+        msgs.clear(); return True
+    __hash__ = object.__hash__
+
+base = DIALECTS["apertus-1.5"]
+DIALECTS["mine"] = dataclasses.replace(base, name="mine", image_parts=(Part(),))
+DIALECTS["none-token"] = dataclasses.replace(base, name="none-token", tool_output_open=None)
+from apertus_fast import render
+from apertus_fast._render import _render_general
+msgs = conversation()
+got = render(msgs, dialect="mine", date="2026-01-01")
+msgs = conversation()
+print(got == _render_general(msgs, "mine", None, False, False, False, "2026-01-01", "<s>", None))
+try:
+    render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
+            {"role": "tool", "content": "t"}], dialect="none-token")
+except TypeError as exc:
+    print("TypeError")
+"""
+
+
+def test_a_dialect_added_with_other_than_strings_renders_on_the_general_path():
+    """The walk compares a user part's type with the dialect's part types, and records
+    its tokens, without running code: a part type with its own __eq__ (run after pieces
+    were recorded: it cleared the messages, SIGSEGV) or None as a token (read as a
+    string: a wrong text) in a dialect added to DIALECTS leaves it to the general path,
+    which renders (or fails) as the pure build does."""
+    assert run_python(_CUSTOM_DIALECT).stdout.split() == ["True", "TypeError"]
 
 
 def test_the_collector_is_left_as_the_caller_had_it():

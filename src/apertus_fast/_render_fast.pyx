@@ -673,8 +673,24 @@ cdef class _Dialect:
     cdef str system                  # the system section (undated dialects)
     cdef object last_date            # the last date string rendered, and its section
     cdef str last_system
+    cdef bint usable                 # the walk may take it (see __init__)
 
     def __init__(self, d):
+        # Only a table of exact strings may be walked: the walk compares and records
+        # them without running code (an image part type with its own __eq__, run
+        # after pieces are recorded, could free one; None as a token is no string).
+        # A dialect added to DIALECTS with anything else renders on the general path.
+        strings = (d.tool_output_open, d.tool_output_close, d.default_system)
+        parts = (d.image_parts, d.audio_parts)
+        self.usable = (all(type(x) is str for x in strings)
+                       and all(type(p) is tuple and all(type(x) is str for x in p)
+                               for p in parts)
+                       and all(type(x) is bool for x in (
+                           d.dated_system, d.closes_last_turn, d.list_user_content,
+                           d.openai_shapes, d.trim_blocks))
+                       and type(d.tojson) is str)
+        if not self.usable:
+            return
         self.tout_open = d.tool_output_open
         self.tout_close = d.tool_output_close
         self.default_system = d.default_system
@@ -767,6 +783,20 @@ cdef struct Out:
                        # (character offsets, alternately), or NULL: not recorded
     Py_ssize_t nmarks
     Py_ssize_t capmarks
+    int gc_state       # gc_off: 0 not yet off; 1 turned off here; 2 found off
+
+
+cdef inline void gc_off(Out* o):
+    """The collector off from here to the copy (see gc_off below)."""
+    if o.gc_state == 0:
+        o.gc_state = 1 if PyGC_Disable() else 2
+
+
+cdef inline void gc_restore(Out* o):
+    """The collector as the render found it."""
+    if o.gc_state == 1:
+        PyGC_Enable()
+    o.gc_state = 0
 
 
 cdef inline int push(Out* o, PyObject* s) except -1:
@@ -1602,6 +1632,7 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
                 more.append(text)
             ntools += 1
             i += 1
+    content = NULL
     if af_list_len(messages):
         first = af_list_item(messages, 0)
         if not af_is_dict(first):
@@ -1619,10 +1650,8 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
                     return BAIL
             if not af_is_str(content):
                 return BAIL
-            push(o, <PyObject*>SYSTEM_START)
-            push(o, content)
-            push(o, <PyObject*>SYSTEM_END)
             start = 1
+    system = d.system
     if start == 0:
         if d.dated:
             # keyed by the date argument itself when it is a string (validated by
@@ -1645,9 +1674,16 @@ cdef int prelude(Out* o, PyObject* messages, _Dialect d, object date, object ena
                     d.systems[date] = system
                     d.last_date = date
                     d.last_system = system
-            push(o, <PyObject*>system)
-        else:
-            push(o, <PyObject*>d.system)
+    # The last code that may be Python's ran above (render_date, the tool signatures:
+    # code of the caller's, during which another thread may render); the messages'
+    # pieces are recorded from here on, with the collector off (gc_off).
+    gc_off(o)
+    if start:
+        push(o, <PyObject*>SYSTEM_START)
+        push(o, content)
+        push(o, <PyObject*>SYSTEM_END)
+    else:
+        push(o, <PyObject*>system)
     push(o, <PyObject*>(THINKING_ON if enable_thinking else THINKING_OFF))
     if tools_text is not None:
         if tools or type(tools_text) is not str:
@@ -1679,6 +1715,7 @@ cdef inline void out_init(Out* o, PyObject** items, Py_ssize_t cap):
     o.marks = NULL
     o.nmarks = 0
     o.capmarks = 0
+    o.gc_state = 0
 
 
 cdef inline void out_free(Out* o):
@@ -1743,6 +1780,8 @@ cdef int fill(Out* o, object messages, object dialect, object tools, object enab
         if type(name) is not str or _dialect_objects.get(name) is not dialect:
             return BAIL
         d = _dialects[name]
+    if not d.usable:
+        return BAIL
     push(o, <PyObject*>bos_token)
     try:
         start = prelude(o, <PyObject*>messages, d, date, enable_thinking, tools, tools_text)
@@ -1763,8 +1802,13 @@ cdef int fill(Out* o, object messages, object dialect, object tools, object enab
 # tools). A cyclic collection can: an allocation of a container during the render (the
 # list hold() keeps texts in, the spans) may start one, and the finalizers (__del__) it
 # runs could drop the last reference to a recorded string. So the collector is off for
-# the render, as it was found by an AddressSanitizer run (heap-use-after-free in
-# assemble); a render allocates few containers, so the count it defers is small.
+# that part of the render, as it was found by an AddressSanitizer run
+# (heap-use-after-free in assemble); a render allocates few containers, so the count it
+# defers is small. It goes off only after the last Python code the render may run
+# (prelude): the collector's switch is the process's, and Python code lets another
+# thread run, whose render, starting with the collector off, would not have turned it
+# off, while this one turned it back on under it (a use-after-free in that thread).
+# With no Python code in between, no other thread runs from gc_off to gc_restore.
 
 cdef object fast_render(object messages, object dialect, object tools, object enable_thinking,
                         object add_generation_prompt, object continue_assistant_message,
@@ -1772,7 +1816,6 @@ cdef object fast_render(object messages, object dialect, object tools, object en
     """The rendered text, or ``None`` where the general path must render it."""
     cdef Out o
     cdef PyObject* items[64]
-    cdef int gc_was = PyGC_Disable()   # (see gc_off)
     out_init(&o, items, 64)
     try:
         if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
@@ -1780,8 +1823,7 @@ cdef object fast_render(object messages, object dialect, object tools, object en
             return None
         return assemble(&o)
     finally:
-        if gc_was:
-            PyGC_Enable()
+        gc_restore(&o)
         out_free(&o)
 
 
@@ -1809,10 +1851,8 @@ def matches(text, messages, dialect, tools, enable_thinking, add_generation_prom
     hot path does not take the conversation (or ``text`` is not an exact ``str``)."""
     cdef Out o
     cdef PyObject* items[64]
-    cdef int gc_was
     if not af_is_str(<PyObject*>text):
         return None
-    gc_was = PyGC_Disable()   # (see gc_off)
     out_init(&o, items, 64)
     try:
         if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
@@ -1820,8 +1860,7 @@ def matches(text, messages, dialect, tools, enable_thinking, add_generation_prom
             return None
         return equal_pieces(&o, <PyObject*>text)
     finally:
-        if gc_was:
-            PyGC_Enable()
+        gc_restore(&o)
         out_free(&o)
 
 
@@ -1834,18 +1873,16 @@ def fast_with_marks(messages, dialect, tools, enable_thinking, add_generation_pr
     cdef PyObject* items[64]
     cdef list spans
     cdef Py_ssize_t k, k_last, start, end, last = -1
-    cdef int gc_was
     out_init(&o, items, 64)
     o.marks = <Py_ssize_t*>malloc(16 * sizeof(Py_ssize_t))
     if o.marks == NULL:
         raise MemoryError()
     o.capmarks = 16
-    gc_was = PyGC_Disable()   # (see gc_off)
     try:
-        spans = []
         if fill(&o, messages, dialect, tools, enable_thinking, add_generation_prompt,
                 continue_assistant_message, date, bos_token, tools_text) == BAIL:
             return None
+        spans = []
         # the spans, as _spans._add makes them: empty ones dropped, touching ones merged
         for k in range(1, o.nmarks, 2):
             start = o.marks[k - 1]
@@ -1860,8 +1897,7 @@ def fast_with_marks(messages, dialect, tools, enable_thinking, add_generation_pr
             last = end
         return assemble(&o), spans
     finally:
-        if gc_was:
-            PyGC_Enable()
+        gc_restore(&o)
         free(o.marks)
         o.marks = NULL
         out_free(&o)
