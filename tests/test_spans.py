@@ -406,11 +406,16 @@ _MASKS = {"package": __import__("apertus_fast._mask", fromlist=["token_mask"]).t
           "source": source_module("_mask").token_mask}
 
 
+#: Bounds beyond a C ssize_t, on both sides and at its edges, with small ones
+_HUGE = st.sampled_from([-2 ** 80, -2 ** 70, -2 ** 63 - 1, -2 ** 63, -2 ** 63 + 1, -1, 0, 1, 5,
+                         2 ** 63 - 2, 2 ** 63 - 1, 2 ** 63, 2 ** 64, 2 ** 70, 2 ** 80])
+
+
 @st.composite
-def _spans_and_offsets(draw):
-    bounds = sorted(set(draw(st.lists(st.integers(0, 60), max_size=10))))
+def _spans_and_offsets(draw, values=st.integers(0, 64)):
+    bounds = sorted(set(draw(st.lists(values, max_size=10))))
     spans = [(a, b) for a, b in zip(bounds[::2], bounds[1::2])]
-    pairs = st.tuples(st.integers(0, 64), st.integers(0, 64))
+    pairs = st.tuples(values, values)
     offsets = draw(st.lists(pairs, max_size=40))
     if draw(st.booleans()):  # a tokenizer's order: sorted, end >= start
         offsets = sorted((s, max(s, e)) for s, e in offsets)
@@ -449,6 +454,17 @@ def test_token_mask_is_overlap_with_a_span(impl, case, shape):
     assert Rendered("x" * 70, spans).token_mask(list(offsets)) == expected
 
 
+@pytest.mark.parametrize("impl", list(_MASKS))
+@settings(max_examples=1000, deadline=None)
+@given(case=_spans_and_offsets(_HUGE))
+def test_token_mask_is_overlap_with_a_span_beyond_a_ssize_t(impl, case):
+    """Bounds beyond a C ssize_t: the compiled loop clamped them, which made distinct
+    bounds equal ((2**70, 2**71) an empty token inside the span (-2**80, 2**80))."""
+    spans, offsets = case
+    expected = [e > s and any(a < e and s < b for a, b in spans) for s, e in offsets]
+    assert _MASKS[impl](spans, offsets) == expected
+
+
 def test_token_mask_is_compiled_where_the_package_is():
     import apertus_fast
     assert apertus_fast.backends()["_mask"] in ("cython", "python")
@@ -481,7 +497,7 @@ def test_token_mask_rejects_what_is_not_a_pair_of_integers(impl, offsets, names)
 
 @pytest.mark.parametrize("impl", list(_MASKS))
 def test_token_mask_takes_integers_of_any_size_and_kind(impl):
-    """Offsets beyond a C ssize_t are integers too (the compiled loop clamps them);
+    """Offsets beyond a C ssize_t are integers too (the compiled loop ranks them);
     numpy-like integers (``__index__``) and bools are read as the ints they are."""
 
     class Index:
@@ -499,8 +515,8 @@ def test_token_mask_takes_integers_of_any_size_and_kind(impl):
         True, False, False]
     with pytest.raises(TypeError, match=r"offsets\[1\] = \(1, 2, 3\)"):
         _MASKS[impl](spans, [(0, huge), (1, 2, 3)])
-    # spans too: a bound beyond a ssize_t made the compiled loop clamp the offsets and
-    # call itself again, forever (a stack overflow: the interpreter crashed)
+    # spans too: a bound beyond a ssize_t made the compiled loop clamp (now: rank) the
+    # offsets and call itself again, forever (a stack overflow: the interpreter crashed)
     assert _MASKS[impl]([(0, 5), (10, 2 ** 63)], [(0, 1), (11, 12), (4, 11)]) == [
         True, True, True]
     assert _MASKS[impl]([(huge, huge + 5)], [(0, 1), (11, 12)]) == [False, False]

@@ -13,7 +13,6 @@ source runs as it is, with the same results and the same errors.
 
 from __future__ import annotations
 
-import sys
 from bisect import bisect_right
 from collections.abc import Mapping
 from operator import index
@@ -86,23 +85,34 @@ def token_mask(spans, offsets):
             if k < n and k_start < end:
                 mask[i] = True
     except OverflowError:
-        # compiled only: an offset or a span's bound beyond a C ssize_t. Both are
-        # clamped (within a ssize_t, so this recursion goes one level deep).
-        return token_mask(_clamped(spans, "spans"), _clamped(offsets))
+        # compiled only: an offset or a span's bound beyond a C ssize_t. The loop only
+        # compares bounds, so each is replaced by its rank among them all: the same
+        # answer, in integers that fit (so this recursion goes one level deep).
+        return token_mask(*_ranked(spans, offsets))
     except (TypeError, ValueError):
         raise _offset_error(offsets, i) from None
     return mask
 
 
-def _clamped(pairs, what="offsets"):
-    """``pairs`` (the offsets, or the spans) with every bound beyond a C ``ssize_t``
-    brought within it, which changes no token's overlap with a span of a text."""
+def _ranked(spans, offsets):
+    """``(spans, offsets)`` with every bound replaced by its rank among all of them,
+    which keeps every comparison between two bounds, and so every answer (clamping
+    them to a ``ssize_t`` did not: ``(2**70, 2**71)`` became empty)."""
+    spans = _pairs(spans, "spans")
+    offsets = _pairs(offsets)
+    rank = {v: r for r, v in enumerate(sorted({v for pair in spans + offsets for v in pair}))}
+    return ([(rank[a], rank[b]) for a, b in spans],
+            [(rank[a], rank[b]) for a, b in offsets])
+
+
+def _pairs(pairs, what="offsets"):
+    """``pairs`` (the offsets, or the spans) as a list of pairs of ints, or the
+    TypeError that names the first that is not one."""
     out = []
     for i, pair in enumerate(pairs):
         try:
             start, end = pair
-            out.append((min(max(index(start), -sys.maxsize), sys.maxsize),
-                        min(max(index(end), -sys.maxsize), sys.maxsize)))
+            out.append((index(start), index(end)))
         except (TypeError, ValueError):
             if what == "offsets":
                 raise _offset_error(pairs, i) from None
