@@ -1430,6 +1430,22 @@ def test_parse_lenient_end_to_end(tmp_path, capsys):
     assert captured.err.count(": warning: ") == warnings >= 1
 
 
+@pytest.mark.parametrize("command", ["parse", "validate"])
+def test_raw_lenient_warnings_name_their_line(tmp_path, capsys, command):
+    """Raw input: a warning is reported at the line of the file it is about, as an
+    error is (it was always reported at line 1)."""
+    src = tmp_path / "conv.txt"
+    src.write_text("<s><|system_start|>S<|system_end|><|developer_start|>Deliberation: disabled\n"
+                   "Tool Capabilities: disabled<|developer_end|><|user_start|>hi\nthere<|user_end|>"
+                   '<|assistant_start|><|tools_prefix|>[{"f": {}}]<|tool_output_start|>1'
+                   "<|tool_output_end|>ok<|assistant_end|>", encoding="utf-8", newline="")
+    args = [command, str(src), "--dialect", "apertus-1.5", "--lenient"]
+    assert cli.main(args + (["-o", str(tmp_path / "out.jsonl")] if command == "parse" else [])) == 0
+    captured = capsys.readouterr()
+    warnings = [w for w in (captured.out + captured.err).splitlines() if ": warning: " in w]
+    assert warnings and all(w.startswith(f"{src}:3: warning: line 3, column ") for w in warnings), warnings
+
+
 def test_validate_end_to_end(tmp_path, capsys):
     parse = _real_parse()
     convs = sample_values()[:2]

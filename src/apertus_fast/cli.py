@@ -226,6 +226,17 @@ def _parse_error_reason(exc: ParseError, line_offset: int = 0) -> str:
     return "; ".join(parts)
 
 
+def _warning_line(warning: str) -> int:
+    """The line of the text a lenient parse warning is about (``line L, column C: ...``,
+    as its ParseError would say), for a raw input, whose lines are the file's; 1 for a
+    warning about the whole text."""
+    if warning.startswith("line "):
+        number = warning[5:].partition(",")[0]
+        if number.isascii() and number.isdigit():
+            return int(number)
+    return 1
+
+
 def _rate(n: int, nbytes: int | None, seconds: float, unit: str = "lines") -> str:
     """``in S s (R lines/s, M MB/s)``; without MB/s when ``nbytes`` is None."""
     seconds = max(seconds, 1e-9)
@@ -1557,7 +1568,7 @@ def _cmd_parse(args) -> int:
                         report.error(exc.line, _parse_error_reason(exc))
                     else:
                         for w in result.warnings:
-                            report.warning(1, w)
+                            report.warning(_warning_line(w), w)
                         handler.emit(1, result, (None,) * len(keep), sink)
                         parsed += 1
                 else:
@@ -1716,7 +1727,7 @@ def _cmd_validate(args) -> int:
                         report.error(exc.line, _parse_error_reason(exc))
                     else:
                         for w in result.warnings:
-                            report.warning(1, w)
+                            report.warning(_warning_line(w), w)
             else:
                 _run(args, src, handler, sink, counts)
         finally:
