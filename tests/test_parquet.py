@@ -178,6 +178,21 @@ def test_bad_rows_are_reported_with_their_row_number(tmp_path, capsys):
     assert pq.read_table(out).num_rows == 2
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_json_text_null_is_a_null_cell(tmp_path, capsys, jobs):
+    """A JSON-text cell holding ``null`` is a null value, as a null cell is: the same
+    problem in the same words (it was '"messages" is null in this line'), and with a
+    "text" beside it the row is checked as that text, as a JSONL line's would be."""
+    src = write(pa.table({"messages": ["null", None]}), tmp_path / "jnull.parquet")
+    assert main("validate", src, "-j", jobs) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f'{src}:row {n}: "messages" is null in this row' for n in (1, 2)]
+    text = render([{"role": "user", "content": "hi"}], dialect="apertus-1")
+    src = write(pa.table({"messages": ["null"], "text": [text]}), tmp_path / "both.parquet")
+    assert main("validate", src, "--dialect", "apertus-1", "-j", jobs) == 0
+    assert capsys.readouterr().out == ""
+
+
 def test_missing_column_is_exit_2_before_any_output(tmp_path, capsys):
     src = write(pa.table({"conversation": ["x"], "id": [1]}), tmp_path / "x.parquet")
     out = tmp_path / "out.jsonl"

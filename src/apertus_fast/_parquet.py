@@ -18,7 +18,8 @@ How Arrow values become the dicts the renderer reads:
 * A **string or binary column** named ``messages`` or ``tools`` holds **JSON text**, one
   value a row, and is decoded: that is how heterogeneous conversations are stored
   (content as a string in one message and as blocks in the next cannot share one Arrow
-  type), and how ``apertus-fast parse`` writes them.
+  type), and how ``apertus-fast parse`` writes them. The JSON text ``null`` is a null value, as a
+  null cell is.
 * A ``date`` column of Arrow type ``date32``/``date64`` becomes ``"YYYY-MM-DD"``.
 * Everything else is what ``pyarrow`` gives (``to_pylist``); a null top-level value is
   a missing key.
@@ -410,7 +411,11 @@ class BatchDecoder:
                 for name, j, conv in present:
                     v = values[j][i]
                     if v is not None:
-                        out[name] = v if conv is None else conv(v)
+                        if conv is not None:
+                            v = conv(v)
+                            if v is None:  # JSON text "null": a null value, as a null cell
+                                continue
+                        out[name] = v
             except ValueError as exc:
                 on_error(row, f'column "{name}": {exc}')
                 continue
