@@ -193,6 +193,36 @@ def test_json_text_null_is_a_null_cell(tmp_path, capsys, jobs):
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_values_python_cannot_hold_fail_their_row(tmp_path, capsys, jobs):
+    """A map key that is a list (no dict can hold it) and a struct with two fields of
+    one name (pyarrow cannot give it as a dict) fail their rows with a reason, in one
+    process and with --jobs alike; they stopped the command with a traceback."""
+    ok = [{"role": "user", "content": "hi"}]
+    keyed = pa.map_(pa.list_(pa.string()), pa.string())
+    src = write(pa.table({"messages": pa.array([[[(["role"], "user")]], None], pa.list_(keyed)),
+                          "id": [1, 2]}), tmp_path / "mapkey.parquet")
+    assert main("validate", src, "-j", jobs) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f'{src}:row 1: column "messages": a map key is a list, which an object cannot have '
+        "as a key", f'{src}:row 2: "messages" is null in this row']
+    twice = pa.StructArray.from_arrays([pa.array(["user"] * 2), pa.array(["hi"] * 2),
+                                        pa.array(["x"] * 2)], names=["role", "content", "content"])
+    table = pa.table({"messages": [json.dumps(ok)] * 3,
+                      "meta": pa.ListArray.from_arrays([0, 1, 1, 2], twice)})
+    src = write(table, tmp_path / "dupfield.parquet")
+    out = tmp_path / "out.jsonl"
+    assert main("render", src, "--keep", "meta", "--date", DATE, "-o", out, "-j", jobs) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [e.split(": ", 1)[0] for e in err[:2]] == [f"{src}:row 1", f"{src}:row 3"]
+    assert err[0].startswith(f'{src}:row 1: column "meta": ') and "duplicate field names" in err[0]
+    assert read_json_lines(out) == [{"meta": [], "text": render(ok, date=DATE)}]
+    src = write(table.rename_columns(["id", "messages"]), tmp_path / "dupmessages.parquet")
+    assert main("validate", src, "-j", jobs) == 1
+    assert [e.split(": ", 1)[0] for e in capsys.readouterr().out.splitlines()] == [
+        f"{src}:row 1", f"{src}:row 3"]
+
+
 def test_missing_column_is_exit_2_before_any_output(tmp_path, capsys):
     src = write(pa.table({"conversation": ["x"], "id": [1]}), tmp_path / "x.parquet")
     out = tmp_path / "out.jsonl"

@@ -98,10 +98,7 @@ def _converter(t) -> Callable[[Any], Any] | None:
         return _drop_nulls([(t.field(i).name, _converter(t.field(i).type))
                             for i in range(t.num_fields)])
     if at.is_map(t):
-        child = _converter(t.item_type)
-        if child is None:
-            return lambda pairs: dict(pairs)
-        return lambda pairs: {k: (None if v is None else child(v)) for k, v in pairs}
+        return _map_converter(_converter(t.item_type))
     if (at.is_list(t) or at.is_large_list(t) or at.is_fixed_size_list(t)
             or at.is_list_view(t) or at.is_large_list_view(t)):
         child = _converter(t.value_type)
@@ -109,6 +106,50 @@ def _converter(t) -> Callable[[Any], Any] | None:
             return None
         return lambda items: [None if v is None else child(v) for v in items]
     return None
+
+
+def _map_converter(child):
+    """A converter for a map: its dict, values converted. A key that a dict cannot hold
+    (a list or struct key: Arrow allows any type) is a ValueError, which fails its row."""
+    def convert(pairs):
+        try:
+            if child is None:
+                return dict(pairs)
+            return {k: (None if v is None else child(v)) for k, v in pairs}
+        except TypeError:
+            for k, _ in pairs:
+                try:
+                    hash(k)
+                except TypeError:
+                    kind = {list: "a list", dict: "a struct"}.get(type(k), type(k).__name__)
+                    raise ValueError(f"a map key is {kind}, which an object cannot have "
+                                     "as a key") from None
+            raise
+    return convert
+
+
+def _pylist_errors():
+    """What ``to_pylist`` of a column may raise for values it cannot give (a struct
+    with two fields of one name, a date out of Python's range)."""
+    pa, _ = pyarrow_modules()
+    return (pa.ArrowException, ValueError, TypeError, OverflowError, NotImplementedError)
+
+
+def _column_values(column, errors) -> tuple[list, dict]:
+    """``(values, {index: reason})``: a column's ``to_pylist``, or when that fails, its
+    values one at a time, None (and the reason, on one line) for each that fails."""
+    try:
+        return column.to_pylist(), {}
+    except errors:
+        pass
+    values, failed = [], {}
+    for i in range(len(column)):
+        try:
+            values.append(column[i].as_py())
+        except errors as exc:
+            values.append(None)
+            failed[i] = _one_line(str(exc)) or type(exc).__name__
+    return values, failed
 
 
 def _is_binary(t) -> bool:
@@ -402,10 +443,19 @@ class BatchDecoder:
         at = {c: i for i, c in enumerate(self.read)}
         present = [(c, at[c], conv) for c, conv in zip(self.present, self._convert)]
         kept = [at[c] for c in self.keep]
-        values = [batch.column(i).to_pylist() for i in range(len(self.read))]
+        errors = _pylist_errors()
+        values, failed = [], {}
+        for j, name in enumerate(self.read):
+            column, bad = _column_values(batch.column(j), errors)
+            values.append(column)
+            for i, reason in bad.items():  # (the first column that fails, for each row)
+                failed.setdefault(i, f'column "{name}": {reason}')
         row = first - 1
         for i in range(batch.num_rows):
             row += 1
+            if failed and i in failed:
+                on_error(row, failed[i])
+                continue
             out = {}
             try:
                 for name, j, conv in present:
