@@ -745,6 +745,24 @@ def test_keep_from_jsonl_a_value_arrow_would_change_fails_its_row(tmp_path, caps
         {"id": "f", "n": 3, "meta": {"a": None}, "tags": None}]
 
 
+def _nested_lists(n, leaf):
+    for _ in range(n):
+        leaf = [leaf]
+    return leaf
+
+
+def _nested_objects(n, leaf):
+    for _ in range(n):
+        leaf = {"k": leaf}
+    return leaf
+
+
+def _nested_types(n, wrap, leaf):
+    for _ in range(n):
+        leaf = wrap(leaf)
+    return leaf
+
+
 @pytest.mark.parametrize("values, arrow_type", [
     ([1, 2.5], pa.float64()),                       # numbers: a double holds both
     ([{"a": 1}, {"b": "x"}], pa.struct([("a", pa.int64()), ("b", pa.string())])),
@@ -754,6 +772,11 @@ def test_keep_from_jsonl_a_value_arrow_would_change_fails_its_row(tmp_path, caps
     (["a", 3], None),                               # no common type
     ([True, 1], None),
     (["x\udc00", "y"], pa.string()),                # (that row fails; the column is text)
+    # as deep as pyarrow reads a Parquet schema (100 levels: a list takes two, a struct one)
+    ([_nested_lists(49, 1)], _nested_types(49, pa.list_, pa.int64())),
+    ([_nested_lists(50, 1)], None),
+    ([_nested_objects(98, 1)], _nested_types(98, lambda t: pa.struct([("k", t)]), pa.int64())),
+    ([_nested_objects(99, 1)], None),
 ])
 def test_keep_type_inferred_from_the_first_row_group(values, arrow_type):
     """The type inferred for a kept column of JSON values: one that holds each of them
@@ -765,6 +788,22 @@ def test_keep_type_inferred_from_the_first_row_group(values, arrow_type):
     table._infer(table._rows)
     assert table._types[1] == (pa.string() if arrow_type is None else arrow_type)
     assert (1 in table._json) == (arrow_type is None)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_kept_column_too_deep_for_parquet_readers_is_json_text(tmp_path, capsys, jobs):
+    """A kept value nested deeper than a Parquet schema can be read back (50 lists in
+    lists) is kept as JSON text: as 50 nested lists the output was written with exit
+    status 0 and could not be read ("Parquet schema too deeply nested")."""
+    deep = _nested_lists(50, 1)
+    src = tmp_path / "d50.jsonl"
+    src.write_text(json.dumps({"id": deep, "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    out = tmp_path / "out.parquet"
+    assert main("render", src, "--keep", "id", "--date", DATE, "-o", out, "-j", jobs) == 0
+    got = pq.read_table(out)
+    assert got.schema.field("id").type == pa.string()
+    assert json.loads(got.column("id")[0].as_py()) == deep
+    assert main("validate", out) == 0
 
 
 def test_keep_with_parse(tmp_path, capsys):

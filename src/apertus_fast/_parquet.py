@@ -608,6 +608,32 @@ def _holds_nothing(t) -> bool:
     return False
 
 
+#: Levels of schema (the root counts one) that pyarrow reads a Parquet file with at most:
+#: it refuses a deeper one ("Parquet schema too deeply nested"). A column of 49 nested
+#: lists, or of 98 nested structs, is the deepest it reads (:func:`_schema_depth`).
+PARQUET_MAX_DEPTH = 100
+
+
+def _schema_depth(t) -> int:
+    """The levels of Parquet schema a column of Arrow type ``t`` takes below the root:
+    one for a value or a struct, two for a list or a map (its repeated group)."""
+    import pyarrow.types as at
+
+    deepest = 0
+    stack = [(t, 1)]
+    while stack:
+        t, depth = stack.pop()
+        if at.is_struct(t):
+            stack.extend((t.field(i).type, depth + 1) for i in range(t.num_fields))
+        elif at.is_map(t):
+            stack.extend(((t.key_type, depth + 2), (t.item_type, depth + 2)))
+        elif (at.is_list(t) or at.is_large_list(t) or at.is_fixed_size_list(t)
+              or at.is_list_view(t) or at.is_large_list_view(t)):
+            stack.append((t.value_type, depth + 2))
+        deepest = max(deepest, depth)
+    return deepest
+
+
 class _Unfit(ValueError):
     """A value that Arrow would store as another value (:func:`_holds`)."""
 
@@ -758,7 +784,8 @@ class ParquetOutput:
     columns after those: ``(name, Arrow type)`` pairs, the type ``None`` when it is not
     known (values from JSONL): it is then inferred from the first row group (the type
     that holds each value as it is; string when the column is null in all of it, JSON
-    text when its values have no common type or are all empty), and later values that
+    text when its values have no common type, are all empty or nest deeper than
+    Parquet readers read, :data:`PARQUET_MAX_DEPTH`), and later values that
     do not fit it fail their row, also those that pyarrow would store as another value
     (1.5 in an int64 column, a key a struct has no field for).
 
@@ -881,6 +908,8 @@ class ParquetOutput:
             return None
         if _holds_nothing(array.type) or not _holds(values, array.to_pylist()):
             return None  # (Arrow would change a value, or hold nothing more)
+        if 1 + _schema_depth(array.type) > PARQUET_MAX_DEPTH:
+            return None  # (the file could not be read back)
         return array.type
 
     def flush(self) -> None:
