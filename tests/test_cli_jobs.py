@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from apertus_fast import cli
+from apertus_fast._io import MAX_NESTING
 
 from .fresh import default_stop_signals
 from .test_cli import (CONVERSATIONS, DATE, RENDERED_15, bad_corpus, good_line, render,
@@ -231,6 +232,37 @@ def test_a_line_longer_than_a_block(tmp_path, capsys, monkeypatch):
         assert [n for n, _, _, _ in blocks] == [1] + [1 + sum(p.count(b"\n") for p in pieces[:i])
                                                       for i in range(1, len(blocks))]
     same_as_one_process(tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE])
+
+
+@pytest.mark.parametrize("out_name", ["out.jsonl", "out.parquet"])
+def test_deep_nesting_is_read_alike(tmp_path, capsys, monkeypatch, out_name):
+    """A line is read to the same depth in one process and in the workers, whose stack
+    is deeper: json.loads stops where the recursion limit does, counted from its
+    caller, so a line 975 levels deep was valid with -j 1 and "nested too deeply" with
+    -j 2. Now every reader stops at MAX_NESTING levels, and what it reads goes through
+    the workers (a kept value about 500 levels deep could not be pickled back from
+    one: a traceback)."""
+    if out_name.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    limit = MAX_NESTING
+
+    def nested(depth, head='{"x": ', tail=', "messages": [{"role": "user", "content": "hi"}]}'):
+        return head + "[" * (depth - 1) + "]" * (depth - 1) + tail
+
+    lines = [nested(limit), nested(limit + 1), nested(976), good_line("after"),
+             nested(limit + 100, head='{"x" ')]  # (json's error comes before the depth)
+    src = write_lines(tmp_path / "deep.jsonl", lines)
+    status, _, err, data = same_as_one_process(
+        tmp_path, capsys, monkeypatch, ["render", src, "--date", DATE, "--keep", "x"], out_name)
+    assert status == 1 and data
+    too_deep = f"invalid JSON at column {limit + 6}: nested deeper than {limit} levels"
+    assert err[:3] == [f"{src}:{n}: {too_deep}" for n in (2, 3)] + [
+        f"{src}:5: invalid JSON at column 6: Expecting ':' delimiter"]
+    base = run(capsys, ["validate", src])
+    assert base[0] == 1 and base[1].count(too_deep) == 2
+    for jobs, block, _ in SETTINGS:
+        monkeypatch.setattr(cli, "BATCH_BYTES", block)
+        assert run(capsys, ["validate", src, "-j", jobs]) == base
 
 
 @pytest.mark.parametrize("data", [b"", b"\n", b"a", b"\n" * 5000, bytes(range(256)) * 40,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -289,6 +290,40 @@ def test_a_line_is_utf8_whatever_its_first_bytes(loads, data, error):
     with pytest.raises(ValueError) as info:
         loads(data)
     assert _io.json_error_reason(info.value) == error
+
+
+def _at_depth(frames, f):
+    """``f()`` called from ``frames`` more frames down the stack."""
+    return f() if frames == 0 else _at_depth(frames - 1, f)
+
+
+@pytest.mark.parametrize("loads", [_io.json_loads, _io.loads_utf8])
+def test_nesting_limit_whatever_the_callers_stack(loads):
+    """Lines are read to MAX_NESTING levels and no deeper, however deep the caller's
+    stack is (json.loads alone reads as deep as the recursion limit lets it from where
+    it is called, which made ``--jobs`` workers reject lines one process read)."""
+    limit = _io.MAX_NESTING
+    ok = b'{"x": ' + b"[" * (limit - 1) + b"]" * (limit - 1) + b"}"
+    deep = b"\xef\xbb\xbf [" + b"[" * limit + b"]" * limit + b"]"
+    recursion_limit = sys.getrecursionlimit()
+    for frames in (0, 300, 800):  # (800 frames and 256 levels: past the default limit)
+        assert same(_at_depth(frames, lambda: loads(ok)), json.loads(ok))
+        with pytest.raises(_io.NestingError) as info:
+            _at_depth(frames, lambda: loads(deep))
+        assert _io.json_error_reason(info.value) == (
+            f"invalid JSON at column {limit + 2}: nested deeper than {limit} levels")
+    assert sys.getrecursionlimit() == recursion_limit  # (raised for a moment, then restored)
+    # json's own error when it comes first; brackets in strings and side by side are no nesting
+    with pytest.raises(json.JSONDecodeError) as info:
+        loads(b'[1 2, ' + deep)
+    assert _io.json_error_reason(info.value) == "invalid JSON at column 4: Expecting ',' delimiter"
+    with pytest.raises(_io.NestingError):
+        loads(b"[" * (limit + 1) + b"1 2")  # (json's error comes after the depth)
+    for text in (b'["' + b"[" * 1000 + b'"]', b'["\\\\"' + b", []" * 1000 + b"]",
+                 b"[" + b"[[]], " * 1000 + b"[]]"):
+        assert same(loads(text), json.loads(text))
+    with pytest.raises(json.JSONDecodeError):
+        loads(b'["\\' + b"[" * 1000)  # (a string: a bad escape, then cut off)
 
 
 @pytest.mark.parametrize("wide", ["", "é", "€", "😀"])

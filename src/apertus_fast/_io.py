@@ -23,12 +23,15 @@ import errno
 import gzip
 import json
 import os
+import re
 import shutil
 import stat
 import sys
+import threading
 import time
 import zlib
 from contextlib import contextmanager, suppress
+from itertools import accumulate
 from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator
 
 from ._errors import ApertusError
@@ -42,6 +45,8 @@ __all__ = [
     "stdout_binary",
     "json_line",
     "json_loads",
+    "MAX_NESTING",
+    "NestingError",
     "read_jsonl",
     "write_jsonl",
     "Progress",
@@ -58,8 +63,132 @@ _ENCODE_ASCII = json.JSONEncoder().encode
 _BOM = b"\xef\xbb\xbf"
 
 
+#: How deeply a JSON line may nest arrays and objects: a line nested deeper is invalid
+#: (:class:`NestingError`), whichever build reads it, wherever it is read from.
+#: json.loads itself stops where Python's recursion limit does, which counts the frames
+#: of its caller too: a line it read in one process failed in a ``--jobs`` worker, whose
+#: stack is deeper. What is read must also survive what is done with it: pickling (a
+#: ``--jobs`` worker sends kept values back) takes two levels of the recursion limit
+#: per level of nesting, and failed from about 490 levels in a worker. 256 levels leave
+#: room for that and for any caller at the default limit (1000); no conversation nests
+#: that deep.
+MAX_NESTING = 256
+
+
+class NestingError(ValueError):
+    """A JSON text nested deeper than :data:`MAX_NESTING`; ``pos`` is the index of the
+    ``[`` or ``{`` that opens the level too many, ``colno`` its 1-based column."""
+
+    def __init__(self, doc: str, pos: int):
+        self.pos = pos
+        self.colno = pos - doc.rfind("\n", 0, pos)
+        super().__init__(f"nested deeper than {MAX_NESTING} levels at column {self.colno}")
+
+
+# a JSON string (or what is left of one that is cut off), and what nests outside them
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.S)
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_deep_lock = threading.Lock()
+
+
+def _too_deep_at(text: str) -> int:
+    """Where ``text`` opens a level of arrays and objects deeper than MAX_NESTING
+    (outside strings), or -1."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if len(brackets) <= MAX_NESTING or max(accumulate(map(_STEP.__getitem__, brackets))) <= MAX_NESTING:
+        return -1
+    depth = 0
+    for m in _STRING_OR_BRACKET.finditer(text):
+        step = _STEP.get(m.group())
+        if step is not None:
+            depth += step
+            if depth > MAX_NESTING:
+                return m.start()
+    return -1  # pragma: no cover - the count above found one
+
+
+def _deeper_than_the_limit(value) -> bool:
+    """Whether a decoded JSON value nests deeper than MAX_NESTING (a walk over its
+    arrays and objects, cheaper than looking through the text for them)."""
+    if type(value) is not list and type(value) is not dict:
+        return False
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v, depth = pop()
+        if depth > MAX_NESTING:
+            return True
+        depth += 1
+        for child in (v.values() if type(v) is dict else v):
+            t = type(child)
+            if t is list or t is dict:
+                push((child, depth))
+    return False
+
+
+def _json_loads(text: str):
+    """``json.loads(text)`` of a text nested at most MAX_NESTING levels, whatever the
+    caller's stack: on a RecursionError (a caller deep in its own recursion) it is
+    read again with the recursion limit raised by that much."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        pass
+    with _deep_lock:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + MAX_NESTING + 100)
+        try:
+            return json.loads(text)
+        finally:
+            sys.setrecursionlimit(limit)
+
+
+def _loads_bracketed(text: str):
+    """:func:`loads_text` of a text with more than MAX_NESTING brackets, which may nest
+    deeper: what a reader that stops at MAX_NESTING levels gives, the first problem in
+    the text winning (json's error, or the bracket that goes too deep)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = _too_deep_at(text[:exc.pos])
+        if at >= 0:
+            raise NestingError(text, at) from None
+        raise
+    except RecursionError:  # (too deep, or a caller deep in its own recursion)
+        at = _too_deep_at(text)
+        if at < 0:
+            return _json_loads(text)
+        try:
+            _json_loads(text[:at])  # (nested MAX_NESTING deep at most)
+        except json.JSONDecodeError as exc:
+            if exc.pos < at:  # json's error comes first
+                raise json.JSONDecodeError(exc.msg, text, exc.pos) from None
+        raise NestingError(text, at) from None
+    if _deeper_than_the_limit(value):
+        raise NestingError(text, _too_deep_at(text))
+    return value
+
+
+def loads_text(text: str):
+    """``json.loads(text)`` with a fixed limit on nesting: a text nested deeper than
+    :data:`MAX_NESTING` raises :class:`NestingError` at the bracket that goes too deep,
+    unless json finds an error before it (which is then raised). The same outcome
+    whatever the caller's stack (json.loads alone reads as deep as the recursion limit
+    lets it from where it is called). The nesting is only looked into for a text with
+    more than MAX_NESTING brackets."""
+    if len(text) > MAX_NESTING and text.count("[") + text.count("{") > MAX_NESTING:
+        return _loads_bracketed(text)
+    try:
+        return json.loads(text)
+    except RecursionError:  # (a caller deep in its own recursion)
+        return _json_loads(text)
+
+
 def loads_utf8(data):
-    """``json.loads`` of a JSON line given as UTF-8 bytes (a ``str`` as it is).
+    """``json.loads`` of a JSON line given as UTF-8 bytes (a ``str`` as it is), nested
+    at most :data:`MAX_NESTING` levels deep (:func:`loads_text`).
 
     JSON Lines are UTF-8. ``json.loads(bytes)`` would guess UTF-16 or UTF-32 from the
     first bytes (a line starting ``FF FE``, or with a NUL as its second byte), and then
@@ -68,15 +197,22 @@ def loads_utf8(data):
     as json.loads skips it. A ``UnicodeDecodeError``'s ``start`` counts the line's bytes
     from its first one, the BOM included."""
     if isinstance(data, str):
-        return json.loads(data)
-    data = bytes(data)
-    skip = 3 if data.startswith(_BOM) else 0
+        text = data
+    else:
+        data = bytes(data)
+        skip = 3 if data.startswith(_BOM) else 0
+        try:
+            text = data[skip:].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            raise UnicodeDecodeError("utf-8", data, exc.start + skip, exc.end + skip,
+                                     exc.reason) from None
+    # (loads_text, inline: this is every line's json.loads in a pure-Python install)
+    if len(text) > MAX_NESTING and text.count("[") + text.count("{") > MAX_NESTING:
+        return _loads_bracketed(text)
     try:
-        text = data[skip:].decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise UnicodeDecodeError("utf-8", data, exc.start + skip, exc.end + skip,
-                                 exc.reason) from None
-    return json.loads(text)
+        return json.loads(text)
+    except RecursionError:
+        return _json_loads(text)
 
 
 try:  # the compiled writer of the usual values (None for the rest), and the reader
@@ -499,6 +635,8 @@ def json_error_reason(exc: BaseException) -> str:
         return f"invalid JSON at column {exc.colno}: {msg}"
     if isinstance(exc, UnicodeDecodeError):
         return f"invalid UTF-8 at byte {exc.start + 1}: {exc.reason}"
+    if isinstance(exc, NestingError):
+        return f"invalid JSON at column {exc.colno}: nested deeper than {MAX_NESTING} levels"
     if isinstance(exc, RecursionError):
         return "invalid JSON: nested too deeply"
     return f"invalid JSON: {exc}"

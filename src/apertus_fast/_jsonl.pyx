@@ -10,7 +10,8 @@ CPython's decoder checks it with ``"surrogatepass"``, which is what json.loads u
 Anything it does not take (every error, which json then reports with its own message;
 a BOM; nesting deeper than ``MAX_READ_DEPTH``) is handed to ``_io.loads_utf8``, which
 decodes the bytes as UTF-8 and gives them to json.loads, so the value or the exception
-is always json's (``tests/test_jsonl.py``, ``fuzz/fuzz_jsonl.py``). (json.loads of the
+is always json's (``tests/test_jsonl.py``, ``fuzz/fuzz_jsonl.py``), or its
+``NestingError`` for a line nested deeper than ``_io.MAX_NESTING``. (json.loads of the
 bytes themselves would take a line starting ``FF FE``, or with a NUL second byte, for
 UTF-16 or UTF-32.) Keys are shared per document, as json shares them.
 
