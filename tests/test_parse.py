@@ -310,6 +310,41 @@ def test_errors_in_utf8_input_count_bytes(kind):
         parse(text, dialect="apertus-1", strict=False).warnings
 
 
+def test_an_unclosed_user_message_names_where_it_opened_in_bytes_of_bytes():
+    """The reason names the offset of the user message's <|user_start|>: a byte offset
+    for bytes input, as every other offset of the error is (it said the character's)."""
+    head = render([{"role": "system", "content": "ü😀"}], dialect="apertus-1.5", date=DATE)
+    text = head + "<|user_start|>q<|assistant_start|>a"
+    opened = text.index("<|user_start|>")
+    with pytest.raises(ParseError) as as_str:
+        parse(text, dialect="apertus-1.5")
+    with pytest.raises(ParseError) as as_bytes:
+        parse(text.encode(), dialect="apertus-1.5")
+    assert as_str.value.reason == f"user message opened at offset {opened} not closed"
+    in_bytes = len(text[:opened].encode())
+    assert in_bytes == opened + 4   # "ü" is 2 bytes, "😀" 4
+    assert as_bytes.value.reason == f"user message opened at offset {in_bytes} not closed"
+    assert as_bytes.value.offset == len(text[:as_str.value.offset].encode())
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("turn, reason, expected", [
+    ("a<|user_end|>", "unexpected token in an assistant turn", "<|assistant_end|>"),
+    ("a<|inner_suffix|>", "reasoning closed but not open", "<|inner_prefix|>"),
+    ("<|inner_prefix|>a<|inner_prefix|>", "reasoning opened twice", "<|inner_suffix|>"),
+])
+def test_errors_in_an_assistant_turn_say_what_was_expected(dialect, turn, reason, expected):
+    prompt = render([{"role": "user", "content": "q"}], dialect=dialect,
+                    add_generation_prompt=True, date=DATE)
+    with pytest.raises(ParseError) as info:
+        parse(prompt + turn, dialect=dialect)
+    assert (info.value.reason, info.value.offset) == (reason, len(prompt) + turn.rindex("<|"))
+    assert expected in info.value.expected
+    assert f"expected {info.value.expected}" in str(info.value)
+    if reason.startswith("unexpected"):   # what a turn may hold, in this dialect
+        assert ("<|tool_output_start|>" in info.value.expected) == (dialect == "apertus-1.5")
+
+
 def test_invalid_utf8_and_wrong_types():
     with pytest.raises(ParseError) as info:
         parse(b"<s><|system_start|>\xff", dialect="apertus-1")

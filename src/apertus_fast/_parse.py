@@ -876,8 +876,7 @@ class _Builder:
         if self.i < n and self.kind(self.i) == _K_USER_END:
             self.i += 1
         else:
-            self.recover(self.i, f"user message opened at offset {self.start(start_j)} "
-                         "not closed", "<|user_end|>")
+            self.recover(self.i, _OPENED_AT.format(self.start(start_j)), "<|user_end|>")
         if has_media:
             content = {"parts": parts}
         else:
@@ -960,6 +959,12 @@ class _Builder:
                     return outputs, run[cut:]
         return _leading_outputs(run, possible)
 
+    def in_turn(self):
+        """What may stand in an assistant turn (the ``expected`` of an error there)."""
+        outputs = "" if self.d.tool_output_open == "[" else ", <|tool_output_start|>"
+        return (f"text, <|inner_prefix|>, <|inner_suffix|>, <|tools_prefix|>{outputs} "
+                "or <|assistant_end|>")
+
     def blocks_body(self, a, b):
         brackets = self.d.tool_output_open == "["
         msgs = []
@@ -991,14 +996,16 @@ class _Builder:
             after_calls = False
             if k == _K_INNER_PREFIX:
                 if in_inner:
-                    self.recover(j, "reasoning opened twice")
+                    self.recover(j, "reasoning opened twice",
+                                 "<|inner_suffix|> closing the reasoning first")
                 in_inner = True
                 cur = {"type": "thoughts", "text": ""}
                 blocks.append(cur)
                 j += 1
             elif k == _K_INNER_SUFFIX:
                 if not in_inner:
-                    self.recover(j, "reasoning closed but not open")
+                    self.recover(j, "reasoning closed but not open",
+                                 "<|inner_prefix|> opening it first")
                 in_inner = False
                 j += 1
                 if j < b and self.kind(j) == _K_TOOLS_PREFIX and blocks:
@@ -1036,7 +1043,7 @@ class _Builder:
                 self.waiting = False
                 cur = None
             else:
-                self.recover(j, "unexpected token in an assistant turn")
+                self.recover(j, "unexpected token in an assistant turn", self.in_turn())
                 j += 1
         msgs.append(blocks)
         for blk in msgs:
@@ -1088,7 +1095,7 @@ class _Builder:
                 self.waiting = False
                 cur = None
             else:
-                self.recover(j, "unexpected token in an assistant turn")
+                self.recover(j, "unexpected token in an assistant turn", self.in_turn())
                 j += 1
         if not out or out[0]["role"] != "assistant":
             out.insert(0, {"role": "assistant", "content": ""})
@@ -1380,11 +1387,21 @@ def _parse_text(s, d, strict, format):
     return result
 
 
+#: The reason of an unclosed user message, which names where it opened (an offset,
+#: counted in bytes for bytes input: ``_in_bytes`` converts it).
+_OPENED_AT = "user message opened at offset {} not closed"
+_OPENED_AT_RE = re.compile(r"^user message opened at offset (\d+) not closed$")
+
+
 def _in_bytes(exc, text, raw):
     """``exc`` (at a character of ``text``) at the same place in ``raw``, the UTF-8
-    bytes ``text`` was decoded from."""
+    bytes ``text`` was decoded from; an offset its reason names, too."""
     at = len(text[:exc.offset].encode("utf-8"))
-    return ParseError.at(raw, at, exc.reason, expected=exc.expected, found=exc.found)
+    reason = exc.reason
+    m = _OPENED_AT_RE.match(reason)
+    if m:
+        reason = _OPENED_AT.format(len(text[:int(m.group(1))].encode("utf-8")))
+    return ParseError.at(raw, at, reason, expected=exc.expected, found=exc.found)
 
 
 def _verify(text, result):
