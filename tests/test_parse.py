@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from apertus_fast import ParseError, StreamParser, normalize, parse, render
+from apertus_fast import Message, ParseError, StreamParser, normalize, parse, render
 from apertus_fast._parse import split_tool_calls, split_tool_outputs
 
 DATE = "2026-01-01"
@@ -343,6 +343,29 @@ def test_errors_in_an_assistant_turn_say_what_was_expected(dialect, turn, reason
     assert f"expected {info.value.expected}" in str(info.value)
     if reason.startswith("unexpected"):   # what a turn may hold, in this dialect
         assert ("<|tool_output_start|>" in info.value.expected) == (dialect == "apertus-1.5")
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_normalize_names_the_message_that_does_not_parse_back(dialect):
+    """Outside the round-trip domain (content spelling special tokens) normalize's
+    ParseError is about its own rendering, which the caller never sees: it names the
+    message (as RenderError does) and says the position is in the rendered text."""
+    cases = [
+        ([{"role": "user", "content": "a<|user_end|>b"}], 0),
+        ([{"role": "user", "content": "x"}, {"role": "assistant", "content": "ok"},
+          {"role": "user", "content": "a<|assistant_start|>b"}], 2),
+        ([{"role": "system", "content": "s<|system_end|>"}, {"role": "user", "content": "u"}], 0),
+        ([Message.system("s<|system_end|>"), Message.user("u")], 0),
+    ]
+    for messages, index in cases:
+        with pytest.raises(ParseError) as info:
+            normalize(messages, dialect=dialect)
+        err = info.value
+        assert err.message_index == index
+        assert err.reason.startswith(f"message {index} renders to text that does not parse back: ")
+        assert err.reason.endswith(", in the rendered text")
+        text = render(messages, dialect=dialect, date="2000-01-01")
+        assert err.excerpt in text   # the position is in that rendering
 
 
 def test_invalid_utf8_and_wrong_types():

@@ -26,7 +26,7 @@ import sys
 from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
-from ._errors import Lines, ParseError
+from ._errors import Lines, ParseError, RenderError
 from ._lex import scan_str, utf8_found
 from ._render import render, renders_to
 
@@ -1408,7 +1408,6 @@ def _verify(text, result):
     """Strict mode: the text must be exactly what the parsed conversation renders to;
     otherwise no conversation renders to it (the builder takes the canonical reading
     of every ambiguity), and the first difference is reported."""
-    from ._errors import RenderError
 
     try:
         if renders_to(text, result.messages, result.dialect, None, result.enable_thinking,
@@ -1453,9 +1452,48 @@ def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
     Raises :class:`RenderError` for a conversation the template rejects, and
     :class:`ParseError` for one outside the round-trip domain (content spelling special
     tokens; tool-call arguments that are not JSON and hold ``}, {"``: docs/format.md).
+    That error names the message (``message 1: ...``, and ``.message_index``; ``None``
+    where the problem is before the first message) whose rendering holds the place
+    where the text stops parsing back; its offset, line and column are in that
+    rendering (dated with 2000-01-01), which it quotes.
     """
     d = get_dialect(dialect)
-    text = render(messages, dialect=d, date="2000-01-01",
+    text = render(messages, dialect=d, date=_NORMALIZE_DATE,
                   add_generation_prompt=add_generation_prompt,
                   continue_assistant_message=continue_assistant_message)
-    return parse(text, dialect=d).messages
+    try:
+        return parse(text, dialect=d).messages
+    except ParseError as exc:
+        index = _message_at(messages, d, exc.offset)
+        where = f"message {index}" if index is not None else "the conversation"
+        err = ParseError.at(text, exc.offset,
+                            f"{where} renders to text that does not parse back: "
+                            f"{exc.reason}, in the rendered text",
+                            expected=exc.expected, found=exc.found)
+        err.message_index = index
+        raise err from None
+
+
+_NORMALIZE_DATE = "2000-01-01"
+
+
+def _message_at(messages, d, offset):
+    """The index of the message whose rendering (in ``normalize``'s text) holds
+    ``offset``: the first whose conversation so far renders past it; ``None`` if that
+    is none (the header, before any message)."""
+    first = messages[0] if messages else None
+    role = first.get("role") if isinstance(first, dict) else getattr(first, "role", None)
+    role = getattr(role, "value", role)   # (a drop-in Message's Role)
+    if not (isinstance(role, str) and role == "system") and \
+            offset < len(render([], dialect=d, date=_NORMALIZE_DATE)):
+        return None
+    for k in range(len(messages)):
+        try:
+            # (the last turn left open: the whole text closes it only where it goes on)
+            upto = render(messages[:k + 1], dialect=d, date=_NORMALIZE_DATE,
+                          continue_assistant_message=True)
+        except RenderError:
+            continue
+        if len(upto) > offset:
+            return k
+    return None
