@@ -184,6 +184,22 @@ def test_a_missing_token_is_named_once(cut, reason, found):
     assert first == f"line {err.line}, column {err.column}: {reason} (expected {err.expected})"
 
 
+@pytest.mark.parametrize("text, offset, found", [
+    ("<s>hello<|user_start|>q<|user_end|>", 8, "<|user_start|>"),
+    ("hello<|user_start|>q", 5, "<|user_start|>"),
+    ("<", 1, "end of text"),
+    ("<s><|user_start|>x", 3, "<|user_start|>"),
+])
+def test_a_missing_system_block_is_reported_after_what_could_be_a_bos_token(text, offset, found):
+    """Text before <|system_start|> is a custom bos_token ("<s>hello" + a header
+    parses): the text stops being valid where that text ends, not where it starts."""
+    with pytest.raises(ParseError) as info:
+        parse(text)
+    err = info.value
+    assert (err.reason, err.offset, err.found, err.expected) == (
+        "missing system block", offset, found, "<|system_start|>")
+
+
 @pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
 @pytest.mark.parametrize("old, new, found", [
     ("Deliberation: disabled", "Deliberation: maybe", "text 'maybe\\n"),

@@ -748,8 +748,13 @@ class _Builder:
             result.bos_token = ""
         if not (self.i < n and self.kind(self.i) == _K_SYSTEM_START):
             # A bare completion or a fragment: no header to read (a "<s>" read above
-            # stays the BOS: rendering the result writes it again)
-            self.recover(self.i, "missing system block", "<|system_start|>")
+            # stays the BOS: rendering the result writes it again). Strict, the text
+            # here could still be a bos_token: the text stops being valid after it.
+            at = self.i
+            if self.strict:
+                while at < n and self.textual(at):
+                    at += 1
+            self.recover(at, "missing system block", "<|system_start|>")
             result.date = None
             self.no_header = True
             return
