@@ -258,6 +258,7 @@ def test_renders_to_is_render_equality(dialect):
     ('[{"f"', '{"f"', '{"f"', '"[" opening the call list'),
     ('}}]<', '}}<', "<|tools_suffix|>", '"]" closing the call list'),
     ('[{"f"', '[ {"f"', ' {"f"', '{"name": arguments}, a call'),
+    ('[{"f"', '[{f"', 'f"', '\'"\' opening the call\'s name'),   # (the "{" is right)
     ('{"f": {"a": 1}}', '{"f" {"a" 1}}', 'f" {"a" 1}', '": after the call\'s name'),
     ('{"a": 1}}]', '{"a": 1]', '{"a": 1]', '"}" after the call\'s arguments'),
     ('{"a": 1}}]', '{"a": 1}}x]', 'x]', '", " and the next call'),

@@ -485,6 +485,7 @@ _CALLS_EXPECTED = (
     '": after the call\'s name',
     '"}" after the call\'s arguments, then ", " or "]"',
     '", " and the next call, or "]" closing the call list',
+    '\'"\' opening the call\'s name',
 )
 
 
@@ -503,6 +504,8 @@ def _read_calls(body):
     last = len(body) - 1  # index of the final "]"
     while True:
         if not body.startswith('{"', pos):
+            if body.startswith("{", pos):   # (the "{" is right; what follows is not)
+                return None, pos + 1, 6
             return None, pos, 2
         colon = body.find('": ', pos + 2)
         if colon < 0:
