@@ -184,6 +184,22 @@ def test_a_missing_token_is_named_once(cut, reason, found):
     assert first == f"line {err.line}, column {err.column}: {reason} (expected {err.expected})"
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("after", ["x", "<|assistant_start|>", "<|assistant_end|>"])
+def test_what_follows_a_generation_prompt_after_an_open_turn_is_the_error(dialect, after):
+    """<|assistant_start|> inside an open turn is the generation prompt, which ends the
+    text: the error is at what follows it (it was at the token)."""
+    prompt = render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+                    dialect=dialect, date=DATE, continue_assistant_message=True,
+                    add_generation_prompt=True)
+    assert parse(prompt, dialect=dialect).render() == prompt
+    with pytest.raises(ParseError) as info:
+        parse(prompt + after, dialect=dialect)
+    assert (info.value.reason, info.value.offset) == ("text after the generation prompt",
+                                                      len(prompt))
+    assert info.value.expected.startswith("end of text")
+
+
 @pytest.mark.parametrize("text, offset, found", [
     ("<s>hello<|user_start|>q<|user_end|>", 8, "<|user_start|>"),
     ("hello<|user_start|>q", 5, "<|user_start|>"),

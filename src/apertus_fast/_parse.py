@@ -907,8 +907,13 @@ class _Builder:
             k = self.kind(b)
             if k == _K_ASSISTANT_END or k == _K_USER_START:
                 break
-            if k == _K_ASSISTANT_START and b == n - 1:
-                break  # the generation prompt after an open turn
+            if k == _K_ASSISTANT_START:
+                if b == n - 1:
+                    break  # the generation prompt after an open turn
+                if self.strict:   # (which nothing follows: the text breaks after it)
+                    raise self.error(b + 1, "text after the generation prompt",
+                                     "end of text (<|assistant_start|> after an open "
+                                     "turn is the generation prompt)")
             b += 1
         if self.format == "blocks":
             self.blocks_body(a, b)
