@@ -192,7 +192,7 @@ class _JsonWatch:
     end of one; on anything else ``json_end`` has the last word. A number's end is
     kept by a ``_Number`` (``number``), which answers for ``json_end`` on it."""
 
-    __slots__ = ("first", "depth", "in_str", "esc", "closed", "number")
+    __slots__ = ("first", "depth", "in_str", "esc", "closed", "number", "seen", "stop")
     __reduce__ = _Number.__reduce__
 
     def __init__(self):
@@ -200,7 +200,9 @@ class _JsonWatch:
         self.depth = 0
         self.in_str = False
         self.esc = False
-        self.closed = False    # a container or a string has closed
+        self.closed = False    # a container or a string has closed ...
+        self.stop = 0          # ... this many characters from the value's start
+        self.seen = 0          # characters fed (while not closed)
         self.number = None     # a _Number while the value reads as a number
 
     @property
@@ -216,9 +218,24 @@ class _JsonWatch:
         """Whether ``json_end`` may now find the value's end."""
         return self.closed or (self.scalar and not self.dead)
 
+    @property
+    def hungry(self) -> bool:
+        """Whether more text can still change what the watch says (a scalar other than
+        a number is decided by its first character; ``json_end`` reads the rest)."""
+        if self.closed:
+            return False
+        if not self.first or self.first in '"[{':
+            return True
+        return self.number is not None and self.number.state != _N_DEAD
+
     def feed(self, s: str) -> None:
         if self.closed or not s:
             return
+        self._scan(s)
+        if not self.closed:
+            self.seen += len(s)
+
+    def _scan(self, s: str) -> None:
         i = 0
         n = len(s)
         if not self.first:
@@ -255,6 +272,7 @@ class _JsonWatch:
                 i = j + 1
                 if self.depth == 0:
                     self.closed = True
+                    self.stop = self.seen + i
                     return
                 continue
             m = _STRUCTURAL.search(s, i)
@@ -271,6 +289,7 @@ class _JsonWatch:
                 self.depth -= 1
                 if self.depth == 0:
                     self.closed = True
+                    self.stop = self.seen + i
                     return
 
     def _feed_number(self, s: str) -> None:
@@ -436,12 +455,22 @@ class _Calls:
                 self.phase = _NAME
             elif phase == _NAME:
                 at = self.call_start + 2
-                head = self._slice(at, n)
-                q = -1
-                for i, c in enumerate(head):
-                    if c == '"' or c == "\n":
-                        q = i
+                # (a name is short: read in windows that double, up to the longest
+                # name streamed, not the rest of a long chunk)
+                step = 32
+                while True:
+                    hi = min(n, at + min(step, _MAX_NAME + 4))
+                    head = self._slice(at, hi)
+                    q = -1
+                    for i, c in enumerate(head[:_MAX_NAME + 1]):
+                        if c == '"' or c == "\n":
+                            q = i
+                            break
+                    if q >= 0 or hi == n or hi == at + _MAX_NAME + 4:
                         break
+                    step *= 2
+                if q >= 0 and len(head) < q + 3 and hi < n:
+                    head = self._slice(at, min(n, at + q + 3))
                 if q < 0:
                     if len(head) > _MAX_NAME:
                         self.phase = _STOPPED
@@ -475,24 +504,43 @@ class _Calls:
     def _args(self, n: int) -> bool:
         """Read the open call's arguments; True when the next call begins."""
         a = self.args_start
+        # Many calls may arrive in one chunk (parse_completion reads a completion as
+        # one): the text after this call's end is read in windows that double, and
+        # only as far as needed, never copied whole once per call (quadratic).
+        w = self.watch
         if self.scanned < n:
             if self.end == -2:
-                self.watch.feed(self._slice(self.scanned, n))
+                pos, step = self.scanned, 32
+                while pos < n and w.hungry:
+                    hi = min(n, pos + step)
+                    w.feed(self._slice(pos, hi))
+                    pos, step = hi, 2 * step
             self.scanned = n
         if self.sep < 0 and self.sep_from < n:
             lo = max(a, self.sep_from - (len(_CALL_SEP) - 1))
-            i = self._slice(lo, n).find(_CALL_SEP)
-            if i >= 0:
-                self.sep = lo + i
+            step = 32
+            while True:
+                hi = min(n, lo + step)
+                i = self._slice(lo, hi).find(_CALL_SEP)
+                if i >= 0:
+                    self.sep = lo + i
+                    break
+                if hi == n:
+                    break
+                lo, step = hi - (len(_CALL_SEP) - 1), 2 * step
             self.sep_from = n
-        w = self.watch
         if self.end == -2:
             if w.dead:
                 self.end = -1
             elif w.check():
                 size = n - a
-                # (a number's end is counted as it arrives: no text is read again)
-                e = w.number.end() if w.number is not None else json_end(self._slice(a, n), 0)
+                # (a number's end is counted as it arrives: no text is read again; a
+                # closed value is read to its close, a word to its longest spelling)
+                if w.number is not None:
+                    e = w.number.end()
+                else:
+                    e = json_end(self._slice(a, a + w.stop if w.closed
+                                             else min(n, a + _LONGEST_WORD + 1)), 0)
                 if e > 0:
                     self.part = a + e
                     # a number may still grow ("1" -> "12", "1e" -> "1e5"): its end is
