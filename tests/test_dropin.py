@@ -864,6 +864,35 @@ def test_formatter_errors_without_jinja2_are_plain_render_errors():
         "RenderError 1 message 1: " + TOOL_OUTSIDE] * 2
 
 
+def test_threads_raising_their_first_formatter_error_at_once_share_one_class():
+    """The error class is built on first use, importing jinja2: threads that raised
+    their first error at once each built one, and the others' errors were neither
+    caught as the module's TemplateRenderError nor picklable."""
+    code = (
+        "import pickle, sys, threading\n"
+        "sys.setswitchinterval(1e-6)\n"
+        "import apertus_fast as af\n"
+        "import apertus_fast._formatter as F\n"
+        "assert 'jinja2' not in sys.modules\n"
+        "fmt = af.ApertusFormatter()\n"
+        "bad = af.Conversation([af.Message.user('hi'), af.Message.tool('x')])\n"
+        "errors, go = [], threading.Barrier(6)\n"
+        "def worker():\n"
+        "    go.wait()\n"
+        "    try:\n"
+        "        fmt.format_conversation(bad)\n"
+        "    except Exception as exc:\n"
+        "        errors.append(exc)\n"
+        "threads = [threading.Thread(target=worker) for _ in range(6)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()\n"
+        "print(len(errors), len({type(e) for e in errors}),\n"
+        "      all(type(e) is F.TemplateRenderError for e in errors))\n"
+        "for e in errors: pickle.loads(pickle.dumps(e))\n"
+    )
+    assert run_python(code).stdout.split() == ["6", "1", "True"]
+
+
 @needs_oracle
 def test_default_date_is_today():
     conv = Conversation([Message.user("hi")])

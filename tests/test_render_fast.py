@@ -769,6 +769,36 @@ def test_a_dialect_added_with_other_than_strings_renders_on_the_general_path():
     assert run_python(_CUSTOM_DIALECT).stdout.split() == ["True", "TypeError"]
 
 
+_EDITED_WHILE_RENDERED = """
+import importlib.util, pathlib, sys
+sys.modules["apertus_fast._render_fast"] = None   # the general path, from its source
+import apertus_fast
+path = pathlib.Path(apertus_fast.__file__).with_name("_render.py")
+spec = importlib.util.spec_from_file_location("apertus_fast._render", path)
+r = importlib.util.module_from_spec(spec)
+sys.modules["apertus_fast._render"] = r
+spec.loader.exec_module(r)
+render_tool = r._render_tool
+
+def edited(tool, *args):   # another thread edits the tool while this one renders it
+    tool["description"] = "v2"
+    return render_tool(tool, *args)
+
+r._render_tool = edited
+r.render_tools([{"name": "f", "description": "v1"}], "apertus-1.5")
+r._render_tool = render_tool
+print(r.render_tools([{"name": "f", "description": "v1"}], "apertus-1.5").splitlines()[0])
+"""
+
+
+def test_a_tool_edited_while_it_renders_is_not_cached_under_its_old_key():
+    """The tool cache's key is taken before the tool renders: a tool another thread
+    edited in between filed the new version's text under the old version's key, served
+    for that version from then on (the general path; the compiled hot path runs no
+    Python code there)."""
+    assert run_python(_EDITED_WHILE_RENDERED).stdout.split() == ["//", "v1"]
+
+
 def test_the_collector_is_left_as_the_caller_had_it():
     import gc
 

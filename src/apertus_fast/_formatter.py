@@ -8,6 +8,7 @@ see ``docs/dropin.md`` for the deliberate differences.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, List, Optional
 
 from ._dialects import DEFAULT_DIALECT, get_dialect
@@ -51,20 +52,30 @@ def _template_render_error():
     first use so that jinja2 is imported only when an error is raised (never on the
     happy path; jinja2 is not a dependency). Raises ImportError without jinja2."""
     global _TEMPLATE_RENDER_ERROR
-    if _TEMPLATE_RENDER_ERROR is False:  # tried before: no jinja2
-        raise ImportError("jinja2 is not importable")
     if _TEMPLATE_RENDER_ERROR is None:
-        try:
-            from jinja2 import TemplateError
-        except ImportError:
-            _TEMPLATE_RENDER_ERROR = False
-            raise
-        _TEMPLATE_RENDER_ERROR = type("TemplateRenderError", (RenderError, TemplateError), {
-            "__module__": __name__,
-            "__doc__": "A :class:`RenderError` raised by :class:`ApertusFormatter`, "
-                       "also a ``jinja2.TemplateError`` as in the reference package.",
-        })
+        # (one class for every thread: threads raising their first error at once each
+        # built one while jinja2 was being imported, and errors of the others were
+        # neither caught as the module's class nor picklable)
+        with _TEMPLATE_RENDER_ERROR_LOCK:
+            if _TEMPLATE_RENDER_ERROR is None:
+                try:
+                    from jinja2 import TemplateError
+                except ImportError:
+                    _TEMPLATE_RENDER_ERROR = False
+                else:
+                    _TEMPLATE_RENDER_ERROR = type(
+                        "TemplateRenderError", (RenderError, TemplateError), {
+                            "__module__": __name__,
+                            "__doc__": "A :class:`RenderError` raised by "
+                                       ":class:`ApertusFormatter`, also a "
+                                       "``jinja2.TemplateError`` as in the reference package.",
+                        })
+    if _TEMPLATE_RENDER_ERROR is False:  # tried: no jinja2
+        raise ImportError("jinja2 is not importable")
     return _TEMPLATE_RENDER_ERROR
+
+
+_TEMPLATE_RENDER_ERROR_LOCK = threading.Lock()
 
 
 def __getattr__(name):

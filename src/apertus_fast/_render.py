@@ -529,7 +529,10 @@ def _render_tools(tools, trim, jinja_json, native):
         except _ERRORS as exc:
             failed = _Fail(f"tools[{ti}]{_tool_label(tool)}: {_reason(exc)}")
             raise _not_a_list(failed, tools, "tools") from None
-        if key is not None:
+        # (cached only if the tool is still what the key says: another thread may have
+        # edited it while it rendered, and the text of the new version would then be
+        # served for the old one)
+        if key is not None and _same_key(tool, key):
             if len(_TOOL_CACHE) >= _TOOL_CACHE_MAX:
                 _TOOL_CACHE.clear()
             _TOOL_CACHE[key] = text_
@@ -538,6 +541,14 @@ def _render_tools(tools, trim, jinja_json, native):
             out.append("\n")
         ti += 1
     return "".join(out)
+
+
+def _same_key(tool, key):
+    """Whether ``tool`` still has the cache ``key`` it had before it was rendered."""
+    try:
+        return _marshal_dumps(tool) == key[1]
+    except (ValueError, RecursionError):
+        return False
 
 
 def _tool_label(tool):
