@@ -75,12 +75,15 @@ def token_mask(spans, offsets):
                 if k < n:
                     k_start = starts[k]
                     k_end = ends[k]
-            else:
-                while k < n and k_end <= start:
-                    k += 1
-                    if k < n:
-                        k_start = starts[k]
-                        k_end = ends[k]
+            elif k < n and k_end <= start:
+                k += 1
+                # far ahead (after a token that went back): a bisection, not a walk
+                # span by span, which made shuffled tokens cost tokens x spans
+                if k < n and ends[k] <= start:
+                    k = bisect_right(ends, start, k)
+                if k < n:
+                    k_start = starts[k]
+                    k_end = ends[k]
             last = start
             if k < n and k_start < end:
                 mask[i] = True
