@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from tests import strategies as S
 from tests.make_golden import oracle_expect
 from tests.oracle import ORACLE_MISSING, oracle_render
+from tests.test_render_errors import _Ambiguous
 
 if ORACLE_MISSING:
     pytest.skip(ORACLE_MISSING, allow_module_level=True)
@@ -242,13 +243,6 @@ def _subclass_cases():
 def test_string_subclasses_keep_their_own_plus(dialect, case):
     _, messages, tools = case
     check(dialect, messages, tools=tools, date="2026-01-01")
-
-
-class _Ambiguous:
-    """A value whose truth fails, as a NumPy array's does."""
-
-    def __bool__(self):
-        raise ValueError("ambiguous")
 
 
 class _Broken:
