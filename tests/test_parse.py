@@ -198,6 +198,13 @@ def test_what_follows_a_generation_prompt_after_an_open_turn_is_the_error(dialec
     assert (info.value.reason, info.value.offset) == ("text after the generation prompt",
                                                       len(prompt))
     assert info.value.expected.startswith("end of text")
+    # an error in the turn before the prompt comes first, as it does in the text
+    for turn, reason in (('<|tools_prefix|>[{"f": 1}', "tool calls not closed"),
+                         ("<|inner_prefix|>a<|inner_prefix|>b", "reasoning opened twice")):
+        with pytest.raises(ParseError) as info:
+            parse(prompt[:-len("<|assistant_start|>")] + turn + "<|assistant_start|>" + after,
+                  dialect=dialect)
+        assert info.value.reason == reason
 
 
 @pytest.mark.parametrize("text, offset, found", [

@@ -903,6 +903,7 @@ class _Builder:
         n = self.n
         a = self.i
         b = a
+        prompt = -1
         while b < n:
             k = self.kind(b)
             if k == _K_ASSISTANT_END or k == _K_USER_START:
@@ -910,15 +911,18 @@ class _Builder:
             if k == _K_ASSISTANT_START:
                 if b == n - 1:
                     break  # the generation prompt after an open turn
-                if self.strict:   # (which nothing follows: the text breaks after it)
-                    raise self.error(b + 1, "text after the generation prompt",
-                                     "end of text (<|assistant_start|> after an open "
-                                     "turn is the generation prompt)")
+                if self.strict:   # the prompt, which nothing follows: the body ends here
+                    prompt = b
+                    break
             b += 1
         if self.format == "blocks":
             self.blocks_body(a, b)
         else:
             self.string_body(a, b)
+        if prompt >= 0:   # (after the body's own errors, which come first in the text)
+            raise self.error(prompt + 1, "text after the generation prompt",
+                             "end of text (<|assistant_start|> after an open turn is the "
+                             "generation prompt)")
         self.i = b
         if b < n and self.kind(b) == _K_ASSISTANT_END:
             self.i += 1
