@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from apertus_fast import Message, ParseError, StreamParser, normalize, parse, render
+from apertus_fast import Conversation, Message, ParseError, StreamParser, normalize, parse, render
 from apertus_fast._parse import split_tool_calls, split_tool_outputs
 
 DATE = "2026-01-01"
@@ -396,6 +396,14 @@ def test_normalize_names_the_message_that_does_not_parse_back(dialect):
           {"role": "user", "content": "a<|assistant_start|>b"}], 2),
         ([{"role": "system", "content": "s<|system_end|>"}, {"role": "user", "content": "u"}], 0),
         ([Message.system("s<|system_end|>"), Message.user("u")], 0),
+        # the culprit, not the message after it (its turn's end is written there); in
+        # the reference dialect, which never closes the last turn, [q, ok<|assistant_end|>]
+        # is still a rendering (of q, ok and a user message without content)
+        ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "ok<|assistant_end|>"},
+          {"role": "user", "content": "q"}], 2 if dialect == "apertus-format-reference" else 1),
+        ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "ok<|tools_prefix|>"}], 1),
+        (Conversation([Message.user("hi"), Message.user("a<|user_end|>b")]), 1),
+        ([{"role": "user", "content": "q"}] * 300 + [{"role": "user", "content": "a<|user_end|>b"}], 300),
     ]
     for messages, index in cases:
         with pytest.raises(ParseError) as info:

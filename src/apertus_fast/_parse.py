@@ -26,7 +26,7 @@ import sys
 from array import array
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
-from ._errors import Lines, ParseError, RenderError
+from ._errors import ApertusError, Lines, ParseError, RenderError
 from ._lex import scan_str, utf8_found
 from ._render import render, renders_to
 
@@ -1469,10 +1469,10 @@ def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
     Raises :class:`RenderError` for a conversation the template rejects, and
     :class:`ParseError` for one outside the round-trip domain (content spelling special
     tokens; tool-call arguments that are not JSON and hold ``}, {"``: docs/format.md).
-    That error names the message (``message 1: ...``, and ``.message_index``; ``None``
-    where the problem is before the first message) whose rendering holds the place
-    where the text stops parsing back; its offset, line and column are in that
-    rendering (dated with 2000-01-01), which it quotes.
+    That error names the message with which the conversation stops parsing back (``message
+    1 renders to ...``, and ``.message_index``: the last of the shortest leading run of
+    messages that does not); its offset, line and column are in the conversation's
+    rendering (dated 2000-01-01), which its excerpt quotes.
     """
     d = get_dialect(dialect)
     text = render(messages, dialect=d, date=_NORMALIZE_DATE,
@@ -1481,7 +1481,9 @@ def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
     try:
         return parse(text, dialect=d).messages
     except ParseError as exc:
-        index = _message_at(messages, d, exc.offset)
+        flags = dict(add_generation_prompt=add_generation_prompt,
+                     continue_assistant_message=continue_assistant_message)
+        index = _message_at(messages, d, flags)
         where = f"message {index}" if index is not None else "the conversation"
         err = ParseError.at(text, exc.offset,
                             f"{where} renders to text that does not parse back: "
@@ -1494,23 +1496,30 @@ def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
 _NORMALIZE_DATE = "2000-01-01"
 
 
-def _message_at(messages, d, offset):
-    """The index of the message whose rendering (in ``normalize``'s text) holds
-    ``offset``: the first whose conversation so far renders past it; ``None`` if that
-    is none (the header, before any message)."""
-    first = messages[0] if messages else None
-    role = first.get("role") if isinstance(first, dict) else getattr(first, "role", None)
-    role = getattr(role, "value", role)   # (a drop-in Message's Role)
-    if not (isinstance(role, str) and role == "system") and \
-            offset < len(render([], dialect=d, date=_NORMALIZE_DATE)):
-        return None
-    for k in range(len(messages)):
+def _message_at(messages, d, flags):
+    """The index of the message with which the conversation stops parsing back: the
+    last of the shortest leading run of messages whose rendering does not (a
+    bisection: the runs are rendered and parsed about log2(n) times); ``None`` if no
+    run of them fails alone."""
+    if not isinstance(messages, (list, tuple)):
+        messages = getattr(messages, "messages", None)   # a drop-in Conversation
+        if not isinstance(messages, (list, tuple)):
+            return None
+
+    def fails(k):
         try:
-            # (the last turn left open: the whole text closes it only where it goes on)
-            upto = render(messages[:k + 1], dialect=d, date=_NORMALIZE_DATE,
-                          continue_assistant_message=True)
-        except RenderError:
-            continue
-        if len(upto) > offset:
-            return k
-    return None
+            parse(render(messages[:k], dialect=d, date=_NORMALIZE_DATE, **flags), dialect=d)
+        except ApertusError:
+            return True
+        return False
+
+    lo, hi = 0, len(messages)   # messages[:lo] parses back (none: the header alone)
+    if hi == 0 or not fails(hi):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fails(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi - 1

@@ -558,6 +558,8 @@ def _tool_label(tool):
         name = attr(tool, "name")
         if not isinstance(name, str):
             name = attr(attr(tool, "function"), "name")
+    except MemoryError:
+        raise
     except _ERRORS:
         return ""
     return f" ({name!r})" if isinstance(name, str) else ""
