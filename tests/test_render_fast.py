@@ -794,9 +794,33 @@ print(r.render_tools([{"name": "f", "description": "v1"}], "apertus-1.5").splitl
 def test_a_tool_edited_while_it_renders_is_not_cached_under_its_old_key():
     """The tool cache's key is taken before the tool renders: a tool another thread
     edited in between filed the new version's text under the old version's key, served
-    for that version from then on (the general path; the compiled hot path runs no
-    Python code there)."""
+    for that version from then on (the general path; the hot path: below)."""
     assert run_python(_EDITED_WHILE_RENDERED).stdout.split() == ["//", "v1"]
+
+
+_EDITED_ON_THE_HOT_PATH = """
+from apertus_fast import _render, _render_fast, render
+from apertus_fast._dialects import DIALECTS
+render_tool = _render._render_tool
+user = [{"role": "user", "content": "q"}]
+
+def edited(tool, *args):   # another thread edits the tool once this one has rendered it
+    text = render_tool(tool, *args)
+    tool["description"] = "NEW"
+    return text
+
+_render_fast.configure(edited, _render.render_date, DIALECTS, _render._render_general)
+render(user, dialect="apertus-1.5", tools=[{"name": "edited_tool", "description": "OLD"}])
+_render_fast.configure(render_tool, _render.render_date, DIALECTS, _render._render_general)
+text = render(user, dialect="apertus-1.5", tools=[{"name": "edited_tool", "description": "NEW"}])
+print(text.split("Tool Capabilities:")[1].split()[:2])
+"""
+
+
+def test_a_tool_edited_while_it_renders_is_not_cached_on_the_hot_path_either():
+    """The hot path's tool cache, too, files a text under the tape of the tool taken
+    before it rendered, and only if the tool still matches it after."""
+    assert run_python(_EDITED_ON_THE_HOT_PATH).stdout.split() == ["['//',", "'NEW']"]
 
 
 def test_the_collector_is_left_as_the_caller_had_it():

@@ -1559,12 +1559,15 @@ cdef object tool_text(object tool, _Dialect d):
         entry = entry.next
     if tape_size(tool, 0) < 0:
         return None
+    # The tape of the tool as it is before it renders: the text is cached only if the
+    # tool still matches it after (code that ran meanwhile, a finalizer that let
+    # another thread run, may have edited it; its text must not be filed under the
+    # old version).
+    fresh = make_tool(tool, "") if name is not None else None
     text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
-    if name is None or type(text) is not str:
+    if fresh is None or type(text) is not str or af_match(p, fresh.tape, 0) == NULL:
         return text
-    fresh = make_tool(tool, text)
-    if fresh is None:
-        return text
+    fresh.text = text
     if head is None:
         if _tool_cache_names >= TOOL_CACHE_NAMES:
             for c in _tool_caches:
