@@ -298,33 +298,17 @@ class _JsonWatch:
             self.number = None
 
 
-def _value_end(watch: _JsonWatch, s: str, pos: int) -> int:
-    """End of the JSON value at ``s[pos:]`` that ``watch`` follows, once no further
-    text can change it: the end (> pos), -1 if it can never be a JSON value, or -2
-    if not decided yet."""
-    if watch.dead:
-        return -1
-    if not watch.check():
-        return -2
-    if watch.number is not None:
-        end = _number_end(watch, len(s) - pos)
-        return end if end < 0 else pos + end
-    end = json_end(s, pos)
-    if end < 0:
-        if watch.closed or len(s) - pos >= _LONGEST_WORD:
-            return -1
-        return -2
-    # a number may go on ("1" -> "12", "1e" -> "1e5"): decided once three more
-    # characters are there, the longest look-ahead of the number grammar
-    if watch.first in _NUMBER_START and end > len(s) - 3:
-        return -2
-    return end
-
-
 def _number_end(watch: _JsonWatch, size: int) -> int:
-    """``_value_end`` of a number that ``watch`` follows (``size`` characters of it are
-    there), relative to its start, from the watch's count: the text is not read again."""
-    end = watch.number.end()
+    """The end of a number that ``watch`` follows (``size`` characters of it are there),
+    relative to its start, once no further text can change it; -1 if it can never be a
+    JSON value, -2 if not decided yet. From the watch's count: the text is not read
+    again."""
+    number = watch.number
+    end = number.end()
+    if number.state == _N_DEAD:
+        # a character that cannot go on the number has arrived ("1]", "1e,"): no
+        # further text changes the longest number prefix, json_end's reading
+        return end
     if end < 0:
         return -1 if size >= _LONGEST_WORD else -2
     return -2 if end > size - 3 else end
@@ -1083,11 +1067,51 @@ class StreamParser:
             self._held = ["".join(self._held)]
         return self._held[0]
 
+    def _held_slice(self, a: int, b: int) -> str:
+        """run[a:b] for 0 <= a <= b <= _held_n, joining only the pieces it spans. They
+        are found from the run's end: the reader works at its end, and the run is
+        joined whole only once, where the group is decided."""
+        held = self._held
+        i = len(held)
+        end = self._held_n
+        out = []
+        while i > 0 and end > a:
+            i -= 1
+            p = held[i]
+            start = end - len(p)
+            if start < b:
+                out.append(p[max(0, a - start): b - start])
+            end = start
+        if len(out) == 1:
+            return out[0]
+        out.reverse()
+        return "".join(out)
+
+    def _held_end(self, w: _JsonWatch, pos: int, n: int) -> int:
+        """The end of the item at ``pos`` that ``w`` follows (``n`` characters of
+        the run are there) once no further text can change it (> pos), -1 if it can
+        never be a JSON value, -2 if not decided yet. It reads only the item: a
+        closed value to its close, a word to its longest spelling, a number not at all
+        (its end is counted as it arrives)."""
+        if w.number is not None:
+            end = _number_end(w, n - pos)
+            return end if end < 0 else pos + end
+        end = json_end(self._held_slice(pos, pos + w.stop if w.closed
+                                        else min(n, pos + _LONGEST_WORD + 1)), 0)
+        if end < 0:
+            return -1 if w.closed or n - pos >= _LONGEST_WORD else -2
+        # a number may go on ("1" -> "12", "1e" -> "1e5"): decided once three more
+        # characters are there, the longest look-ahead of the number grammar
+        if w.first in _NUMBER_START and end > n - pos - 3:
+            return -2
+        return pos + end
+
     def _held_check(self) -> None:
         """Decide the group as soon as ``output_group`` on any longer run would give
         the same answer: JSON items, each followed by ``", "``, the last by ``"]"``.
-        Anything else is decided where the run ends. (The run is joined only where an
-        item starts and where its JSON value may have ended: linear in its length.)"""
+        Anything else is decided where the run ends. (Many items may arrive in one
+        chunk, or an item in many: each is read in windows that double, as far as it
+        needs, never the rest of the run once per item, which was quadratic.)"""
         while True:
             pos = self._held_pos
             n = self._held_n
@@ -1095,37 +1119,37 @@ class StreamParser:
                 return
             w = self._held_watch
             if w is None:
-                run = self._held_run()
-                if run[pos] == "]":
+                if self._held_slice(pos, pos + 1) == "]":
                     self._held_decide(self._held_items + [""], pos)
                     return
                 w = self._held_watch = _JsonWatch()
-                w.feed(run[pos:])
+                at, step = pos, 32
+                while at < n and w.hungry:
+                    hi = min(n, at + step)
+                    w.feed(self._held_slice(at, hi))
+                    at, step = hi, 2 * step
             if w.dead:
                 self._held_wait = True
                 return
             if not w.check():
                 return
-            if w.number is not None and _number_end(w, n - pos) == -2:
-                return   # (not joined: a number's end is counted as it arrives)
-            run = self._held_run()
-            end = _value_end(w, run, pos)
+            end = self._held_end(w, pos, n)
             if end == -2:
                 return
             if end < 0 or end >= n:
                 if end < 0:
                     self._held_wait = True
                 return
-            c = run[end]
-            if c == "]":
-                self._held_decide(self._held_items + [run[pos:end]], end)
+            after = self._held_slice(end, min(n, end + 2))
+            if after[0] == "]":
+                self._held_decide(self._held_items + [self._held_slice(pos, end)], end)
                 return
-            if c == "," and end + 1 == n:
+            if after == ",":    # (the run's last character: ", " may be arriving)
                 return
-            if not run.startswith(", ", end):
+            if after != ", ":
                 self._held_wait = True
                 return
-            self._held_items.append(run[pos:end])
+            self._held_items.append(self._held_slice(pos, end))
             self._held_pos = end + 2
             self._held_watch = None
 
