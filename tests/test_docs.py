@@ -185,3 +185,33 @@ def test_every_public_name_is_documented():
     missing = [name for name in apertus_fast.__all__
                if not re.search(r"(?<!\w)" + re.escape(name) + r"\b", text)]
     assert not missing, f"public names that no doc mentions: {missing}"
+
+
+def test_the_cli_synopsis_lists_every_option_of_each_command():
+    """docs/cli.md's synopsis names each command's own options; the options every
+    command that reads an INPUT shares are named once, in the paragraph below it."""
+    import argparse
+
+    from apertus_fast.cli import build_parser
+
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    synopsis = re.search(r"^```\n(apertus-fast render.*?)^```", text, flags=re.M | re.S).group(1)
+    lines: dict[str, str] = {}
+    command = None
+    for line in synopsis.splitlines():
+        m = re.match(r"apertus-fast (\w+)", line)
+        if m:
+            command = m.group(1)
+        if command:
+            lines[command] = lines.get(command, "") + line
+    shared = {"-h", "--help", "-j", "--jobs", "--max-errors", "-q", "--quiet", "--no-progress"}
+    shared_paragraph = text[text.index("`python -m apertus_fast ...` is the same program."):]
+    for option in shared - {"-h", "--help"}:
+        assert f"`{option}" in shared_paragraph or f"/{option}" in shared_paragraph, option
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(lines)
+    for command, parser in sub.choices.items():
+        options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")} - shared
+        documented = set(re.findall(r"[\[|] ?(--[\w-]+)", lines[command]))
+        documented |= {"--output"} if "-o OUTPUT" in lines[command] else set()
+        assert options == documented, (command, options ^ documented)
