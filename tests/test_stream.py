@@ -167,6 +167,8 @@ def check_laws(dialect, prompt_text, body, cut, chunk_cuts, data=None):
         assert getattr(once, attr) == getattr(result, attr), attr
     assert once.openai() == result.openai()
     assert p.finish_reason == result.finish_reason
+    # "tool_calls" only where the completion made calls (an OpenAI client runs them)
+    assert result.finish_reason != "tool_calls" or result.tool_calls
     assert p.done == (result.closed or bool(result.rest))
     if p._prompt_closed_group:
         # The prompt's part ends with a whole "[a, b]" group (bracket dialects): the
@@ -584,6 +586,62 @@ def test_a_compact_call_list_streams_its_first_call_at_once_and_the_rest_at_the_
     assert p.result().warnings == [
         "line 1, column 17: read 2 tool call(s) as JSON from a list not written as the "
         "template writes it '[{\"f\": {\"a\": 1}},{\"g\": [2]}]'"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_finish_reason_is_tool_calls_only_for_calls_the_completion_made(dialect):
+    """A call list of none ("[]", or text no reading takes for calls) and the calls
+    of the prompt are no calls of the completion: an OpenAI-compatible server would
+    send finish_reason "tool_calls" with no tool_calls (stream audit)."""
+    for completion, reason in [("<|tools_prefix|>[]<|tools_suffix|>Done.<|assistant_end|>", "stop"),
+                               ("<|tools_prefix|>oops<|tools_suffix|>", None),
+                               ('<|tools_prefix|>[{"f": 1}]<|tools_suffix|>', "tool_calls"),
+                               ('<|tools_prefix|>[{"f": 1}]<|tools_suffix|>Done.<|assistant_end|>',
+                                "tool_calls"),
+                               ('<|tools_prefix|>[{"f": 1}]<|tools_suffix|><|tools_prefix|>[]'
+                                "<|tools_suffix|>", None)]:
+        r = parse_completion(completion, dialect=dialect)
+        assert r.finish_reason == reason, completion
+        p = StreamParser(dialect)
+        for ch in completion:
+            p.feed(ch)
+        assert p.finish_reason == reason
+    msgs = [{"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": {"blocks": [
+                {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": "{}"}]}]}}]
+    prompt = render(msgs, dialect=dialect, continue_assistant_message=True)
+    assert StreamParser(dialect, prompt=prompt).finish_reason is None
+    r = parse_completion("I could not check.<|assistant_end|>", dialect=dialect, prompt=prompt)
+    assert (r.finish_reason, r.tool_calls, r.closed) == ("stop", [], True)
+
+
+def test_invalid_utf8_ends_the_stream_with_what_decoded_before_it():
+    """A byte stream cut inside a character (a token limit) or holding a bad byte: the
+    error closes the parser, and result() is the reading of the text decoded before
+    the bad byte, the held-back text included, as close() would finish it. Its fields
+    lacked what the parser held back while its messages had it (stream audit)."""
+    p = StreamParser("apertus-1")
+    p.feed(b'<|tools_prefix|>[{"f": 1}]<|tools_suffix|>[sunny] ok \xc3')
+    with pytest.raises(ParseError):
+        p.close()
+    r = p.result()
+    assert (r.tool_outputs, r.content, r.finish_reason) == (["sunny"], " ok ", None)
+    assert r.messages[1:] == [{"role": "tool", "content": "sunny"},
+                              {"role": "assistant", "content": " ok "}]
+    p = StreamParser("apertus-1.5")
+    p.feed(b"abc <|inn")
+    with pytest.raises(ParseError) as info:
+        p.feed(b"er\xffmore")
+    assert info.value.offset == 11
+    assert p.closed and p.close() == []
+    r = p.result()
+    assert r.content == "abc <|inner" == r.messages[0]["content"] and r.text == "abc <|inner"
+    p = StreamParser("apertus-1.5")
+    p.feed(b"<|inner_prefix|>Hm<|inner_suffix|>Yes")
+    with pytest.raises(ParseError):
+        p.feed(b"\xe2\x82!<|assistant_end|>")
+    r = p.result()
+    assert (r.reasoning, r.content, r.closed, r.finish_reason) == ("Hm", "Yes", False, None)
 
 
 def test_cut_off_completion_has_no_finish_reason_and_keeps_what_there_is():

@@ -821,13 +821,17 @@ class StreamParser:
             return []
         if self._decoder is not None:
             self._decode(b"", final=True)   # an incomplete sequence at the end raises
+        self._finish()
+        return self._flush()
+
+    def _finish(self) -> None:
+        """The text has ended: decide what was held back, and close."""
         self._scan(self._tail, True)
         self._end_run()
         if self._astart:
             self._astart = False
             self._ended = True
         self._closed = True
-        return self._flush()
 
     def _decode(self, chunk, final: bool) -> str:
         kind = str if isinstance(chunk, str) else bytes
@@ -847,8 +851,17 @@ class StreamParser:
         try:
             text = self._decoder.decode(data, final)
         except UnicodeDecodeError as exc:
-            self._closed = True
-            raise self._utf8_error(held + data, exc, self._bytes_in - len(held)) from None
+            error = self._utf8_error(held + data, exc, self._bytes_in - len(held))
+            # the stream ends at the bad byte: what decoded before it is read, and the
+            # reading finished as close() does, so that result() is the reading of
+            # text (its fields agree with its messages; nothing held back is lost)
+            self._decoder = None
+            good = (held + data)[:exc.start].decode("utf-8")
+            if good:
+                self._feed_text(good)
+            self._finish()
+            self._out = []
+            raise error from None
         self._bytes_in += len(data)
         return text
 
@@ -879,7 +892,12 @@ class StreamParser:
         if mode == _M_CALLS:
             self._end_calls()
             if k == _TOOLS_SUFFIX:
-                self._waiting = True    # a complete call list, waiting for outputs
+                # a complete call list waits for its outputs: the completion's
+                # finish_reason is "tool_calls" if the list made a call in it (not
+                # a list of none, nor the prompt's calls: the last call made is
+                # the last entry of the ordered _call_index, keyed by list)
+                last = next(reversed(self._call_index), None)
+                self._waiting = last is not None and last[0] == self._calls_no
                 return
         elif mode == _M_GROUP:
             self._end_group()
@@ -1193,10 +1211,10 @@ class StreamParser:
     @property
     def finish_reason(self) -> str | None:
         """``"tool_calls"`` (the last tool-call list was closed by
-        ``<|tools_suffix|>`` and no outputs followed: the calls wait for their
-        outputs), ``"stop"`` (the turn has ended), or ``None`` (the completion stops
-        inside the turn: cut off by a token limit, or inside a call list). Final after
-        :meth:`close`."""
+        ``<|tools_suffix|>``, made at least one call in the completion, and no outputs
+        followed: the calls wait for their outputs), ``"stop"`` (the turn has ended),
+        or ``None`` (the completion stops inside the turn: cut off by a token limit,
+        or inside a call list). Final after :meth:`close`."""
         if self._waiting:
             return "tool_calls"
         return "stop" if self._ended else None
