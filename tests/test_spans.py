@@ -550,3 +550,40 @@ def test_token_mask_takes_integers_of_any_size_and_kind(impl):
         True, True, True]
     assert _MASKS[impl]([(huge, huge + 5)], [(0, 1), (11, 12)]) == [False, False]
     assert _MASKS[impl]([(-huge, 3)], [(0, 1), (5, 6)]) == [True, False]
+
+
+@pytest.mark.parametrize("impl", list(_MASKS))
+@pytest.mark.parametrize("spans, error, names", [
+    ([(1.5, 2)], TypeError, "spans[0] = (1.5, 2): expected a (start, end) pair of integers"),
+    ([(0, 2), (None, 5)], TypeError, "spans[1] = (None, 5)"),
+    ([(0, 2 ** 70), ("x", 3)], TypeError, "spans[1] = ('x', 3)"),
+    ([(1,)], TypeError, "spans[0] = (1,)"),
+    ([(3, 3)], ValueError, "spans[0] = (3, 3) is empty"),
+    ([(5, 9), (1, 3)], ValueError, "spans[1] = (1, 3) starts before spans[0] ends (9)"),
+    ([(0, 5), (4, 8)], ValueError, "spans[1] = (4, 8) starts before spans[0] ends (5)"),
+])
+def test_token_mask_rejects_spans_that_are_not_sorted_disjoint_pairs_of_integers(impl, spans, error, names):
+    """A Rendered built by hand may hold any spans. Unchecked, the two builds differed
+    on them (compiled: a bare IndexError, or the offsets blamed for a bad span; plain:
+    an answer), and spans out of order gave a wrong mask in both (parity audit)."""
+    for offsets in ([], [(1, 2)]):
+        with pytest.raises(error) as info:
+            _MASKS[impl](spans, offsets)
+        assert names in str(info.value)
+    # touching spans are disjoint (half-open)
+    assert _MASKS[impl]([(0, 2), (2, 4)], [(1, 2), (3, 5), (4, 6)]) == [True, True, False]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(spans=st.lists(st.tuples(_HUGE, _HUGE), max_size=6),
+       offsets=st.lists(st.tuples(_HUGE, _HUGE), max_size=12))
+def test_token_mask_builds_agree_on_any_spans(spans, offsets):
+    """Whatever the spans (unsorted, empty, beyond a ssize_t): the compiled loop and its
+    source give the same mask or the same error."""
+    def run(impl):
+        try:
+            return _MASKS[impl](spans, offsets)
+        except (TypeError, ValueError) as exc:
+            return type(exc), str(exc)
+
+    assert run("package") == run("source")

@@ -26,8 +26,10 @@ _COMPILED = not __file__.endswith(".py")
 
 def token_mask(spans, offsets):
     """For each ``(start, end)`` of ``offsets``: whether the token overlaps one of
-    ``spans`` (sorted, disjoint, non-empty half-open ranges). A token that covers
-    nothing (``end <= start``) never does.
+    ``spans`` (sorted, disjoint, non-empty half-open ranges, as ``render_with_spans``
+    makes them; others raise ``TypeError`` or ``ValueError`` naming the first span at
+    fault, where they gave a wrong mask). A token that covers nothing
+    (``end <= start``) never does.
 
     ``offsets`` is a list or tuple of pairs of ints, or anything with ``tolist()`` (a
     numpy array of shape ``(n, 2)``), or another iterable of pairs. Tokens in order (as
@@ -49,9 +51,8 @@ def token_mask(spans, offsets):
         if not isinstance(items, list):   # (a numpy scalar's tolist() is a scalar)
             raise TypeError(f"offsets: expected (start, end) pairs, got {type(offsets).__name__}")
         offsets = items
-    n = len(spans)
-    starts = [s for s, _ in spans]
-    ends = [e for _, e in spans]
+    starts, ends = _span_bounds(spans)
+    n = len(starts)
     count = len(offsets)
     mask = [False] * count
     k = 0           # the first span that ends after the last token's start ...
@@ -97,10 +98,38 @@ def token_mask(spans, offsets):
     return mask
 
 
+def _span_bounds(spans):
+    """The starts and the ends of ``spans``, checked: pairs of integers, each span
+    non-empty and starting at or after the end of the one before."""
+    starts = []
+    ends = []
+    before = None
+    for i, pair in enumerate(spans):
+        try:
+            start, end = pair
+            start = index(start)
+            end = index(end)
+        except (TypeError, ValueError):
+            raise TypeError(f"spans[{i}] = {pair!r:.80}: expected a (start, end) pair of "
+                            "integers") from None
+        if end <= start:
+            raise ValueError(f"spans[{i}] = ({start}, {end}) is empty: spans are non-empty "
+                             "(start < end), sorted and disjoint")
+        if before is not None and start < before:
+            raise ValueError(f"spans[{i}] = ({start}, {end}) starts before spans[{i - 1}] "
+                             f"ends ({before}): spans are sorted and disjoint")
+        starts.append(start)
+        ends.append(end)
+        before = end
+    return starts, ends
+
+
 def _ranked(spans, offsets):
     """``(spans, offsets)`` with every bound replaced by its rank among all of them,
     which keeps every comparison between two bounds, and so every answer (clamping
-    them to a ``ssize_t`` did not: ``(2**70, 2**71)`` became empty)."""
+    them to a ``ssize_t`` did not: ``(2**70, 2**71)`` became empty). (The loop's
+    first comparison, with 0, may change: for spans that are sorted and disjoint,
+    which ``_span_bounds`` checked, it does not change the answer.)"""
     spans = _pairs(spans, "spans")
     offsets = _pairs(offsets)
     rank = {v: r for r, v in enumerate(sorted({v for pair in spans + offsets for v in pair}))}
