@@ -901,6 +901,63 @@ def test_atomic_output_to_a_descriptor_name_writes_through_it(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["redirected", "stdout"]
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc")
+def test_atomic_output_to_a_descriptor_name_keeps_its_mode_and_offset(tmp_path):
+    """A descriptor open for appending, or at an offset, is written as it is open: the
+    name opened anew with "wb" truncated the file it is open on."""
+    target = tmp_path / "log"
+    target.write_bytes(b"kept\n")
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+    try:
+        with _io.atomic_output(f"/dev/fd/{fd}") as f:
+            f.write(b"appended\n")
+        with _io.atomic_output(f"/proc/self/fd/{fd}") as f:
+            f.write(b"again\n")
+    finally:
+        os.close(fd)
+    assert target.read_bytes() == b"kept\nappended\nagain\n"
+    fd = os.open(target, os.O_RDWR)  # (`1<>file`: no truncation, written from offset 5)
+    try:
+        os.lseek(fd, 5, os.SEEK_SET)
+        with _io.atomic_output(f"/proc/{os.getpid()}/fd/{fd}") as f:
+            f.write(b"APPENDED")
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 13  # (one open file: the offset moved on)
+    finally:
+        os.close(fd)
+    assert target.read_bytes() == b"kept\nAPPENDED\nagain\n"
+    assert _io._own_descriptor("/proc/1/fd/1") is None  # another process's: opened by name
+    assert _io._own_descriptor(tmp_path / "log") is None
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc")
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("name, redirect", [("/dev/stdout", ">>"), ("/dev/fd/3", "3>>"),
+                                             ("{link}", ">>")])
+def test_output_to_a_descriptor_appends_after_an_append_redirection(tmp_path, jobs, name, redirect):
+    """``-o /dev/stdout >> log`` appends to the log, as the command without ``-o`` does
+    (it used to wipe what was there), also with --jobs, whose workers' part files are
+    copied into the output (here every block's output is handed over as one)."""
+    import shlex
+
+    link = tmp_path / "out-link"
+    link.symlink_to("/dev/stdout")
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"note": "keep me"}\n')
+    code = ("import sys; from apertus_fast import cli; cli.BATCH_BYTES = 1; "
+            "cli.HANDOFF_BYTES = 0; sys.exit(cli.main(sys.argv[1:]))")
+    argv = [sys.executable, "-c", code, "render", str(CONVERSATIONS), "--date", DATE, "-q",
+            "-j", str(jobs), "-o", name.format(link=link)]
+    line = " ".join(map(shlex.quote, argv)) + f" {redirect} {shlex.quote(str(log))}"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    for _ in range(2):
+        run = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=env,
+                             timeout=120)
+        assert run.returncode == 0, run.stderr
+    expected = [expected_render(v) for v in sample_values()]
+    assert read_json_lines(log) == [{"note": "keep me"}, *expected, *expected]
+
+
 def test_regular_files_and_new_names_are_replaced_atomically(tmp_path):
     (tmp_path / "f").write_bytes(b"")
     assert not _io._writes_in_place(tmp_path / "f")

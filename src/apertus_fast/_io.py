@@ -464,6 +464,69 @@ def _writes_in_place(path: str) -> bool:
         return False  # not there (or a dangling link): a new file is made
 
 
+#: /proc/PID/fd/N (or /proc/PID/task/TID/fd/N) once /proc/self or /proc/thread-self is
+#: resolved: the descriptor N of process PID.
+_PROC_FD = re.compile(r"/proc/(\d+)(?:/task/\d+)?/fd/(\d+)")
+
+
+def _own_descriptor(path) -> int | None:
+    """The descriptor of this process that ``path`` names, when it is open for writing:
+    ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``,
+    ``/proc/<this pid>/fd/N``, or a symbolic link that leads to one; else ``None``.
+
+    Opening such a name opens the descriptor's target anew (with ``"wb"``: truncated,
+    at offset 0), so the output of ``-o /dev/stdout >> log`` wiped the log; written
+    through a duplicate of the descriptor, the data goes where the descriptor is open,
+    with its mode (``O_APPEND``) and offset, as it does without ``-o``."""
+    p = os.path.abspath(path)
+    pid = str(os.getpid())
+    for _ in range(40):  # the kernel's limit on a chain of symbolic links
+        p = os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
+        m = _PROC_FD.fullmatch(p)
+        if m is not None:
+            if m.group(1) != pid:
+                return None  # another process's descriptor: its target is opened
+            fd = int(m.group(2))
+            break
+        if not os.path.islink(p):
+            if os.path.dirname(p) != "/dev/fd":  # (not a link where /dev/fd is a device: BSD, macOS)
+                return None
+            try:
+                fd = int(os.path.basename(p))
+            except ValueError:
+                return None
+            break
+        p = os.path.join(os.path.dirname(p), os.readlink(p))
+    else:
+        return None
+    try:
+        import fcntl
+
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except (ImportError, OSError, ValueError):
+        return None  # not open (the name is then as unwritable as it was)
+    return fd if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) else None
+
+
+def _open_in_place(path: str, buffer_size: int) -> BinaryIO:
+    """``path``, which :func:`_writes_in_place`, opened for writing: through a duplicate
+    of the descriptor it names, if it names one of this process (:func:`_own_descriptor`),
+    else by its name."""
+    fd = _own_descriptor(path)
+    if fd is None:
+        return open(path, "wb", buffering=buffer_size)  # noqa: SIM115 - the caller closes it
+    for stream in (sys.stdout, sys.stderr):  # what is pending there comes first
+        with suppress(AttributeError, OSError, ValueError):
+            if stream.fileno() == fd:
+                stream.flush()
+    dup = os.dup(fd)
+    try:
+        return open(dup, "wb", buffering=buffer_size)  # noqa: SIM115 - closes the duplicate
+    except BaseException:
+        os.close(dup)
+        raise
+
+
 #: gzip output's compression level: gzip(1)'s, pigz's and zlib's default. (Python's
 #: gzip module defaults to 9, which compresses JSON lines 1-2 % smaller at about 0.7x
 #: the speed.)
@@ -501,7 +564,10 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     was. ``path`` ``"-"`` or ``None`` streams to stdout (not atomic, not closed).
     A symbolic link stays: the file it points to is replaced. Devices, FIFOs and
     names that lead into ``/proc`` (``/dev/stdout``) are written in place, not atomically
-    (they cannot be replaced). ``compress`` gzips the output (default: when ``path``
+    (they cannot be replaced); a name of one of this process's descriptors
+    (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) is written through a duplicate
+    of that descriptor, with its mode and offset (appending after ``>>``), not opened
+    anew (which truncated the file it is open on). ``compress`` gzips the output (default: when ``path``
     ends with ``.gz``, in any case: ``.GZ`` too), at ``gzip_level`` (1-9).
     ``on_commit`` is called right before the rename (the command line makes a stop
     signal that comes from there on no longer an interruption).
@@ -515,7 +581,7 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
     if compress is None:
         compress = is_gzip_path(path)
     if _writes_in_place(path):
-        with open(path, "wb", buffering=buffer_size) as f, _gzipped(f, compress, gzip_level) as out:
+        with _open_in_place(path, buffer_size) as f, _gzipped(f, compress, gzip_level) as out:
             yield out
         return
     named = path
