@@ -1179,6 +1179,72 @@ def test_broken_pipe_is_quiet(tmp_path):
     assert b"Traceback" not in err and b"Exception ignored" not in err
 
 
+def broken_pipe_inputs(tmp_path) -> dict:
+    """An input for each command that makes it write to stderr many times (problems,
+    warnings, the summary): (argv after the command, its exit status)."""
+    bad = bad_corpus(tmp_path).read_text(encoding="utf-8") * 40
+    conversations = tmp_path / "conversations.jsonl"
+    conversations.write_text(bad, encoding="utf-8")
+    texts = [json.dumps(expected_render(v)) for v in sample_values()] + ['"no rendered text"']
+    rendered = write_lines(tmp_path / "rendered.jsonl", texts * 40)
+    completions = tmp_path / "completions.jsonl"
+    completions.write_bytes((SAMPLES / "completions-1.5.jsonl").read_bytes() * 40)
+    return {"render": ([conversations, "--date", DATE], 1),
+            "parse": ([rendered], 1),
+            "completions": ([completions, "--dialect", "apertus-1.5"], 0),
+            "validate": ([conversations], 1)}
+
+
+def run_with_a_broken_stderr(argv, out=None, *, stdout_too=False) -> int:
+    """Run the command line on a stderr pipe whose reader is gone before it starts (as
+    after `2>&1 | head` stopped reading): each write to it breaks. Its stdout is the
+    same pipe (``stdout_too``), the file ``out``, or /dev/null. Returns the exit status."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        stdout = write_end if stdout_too else (subprocess.DEVNULL if out is None else out)
+        proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", *map(str, argv)],
+                                stdout=stdout, stderr=write_end, env=env, cwd=REPO)
+    finally:
+        os.close(write_end)
+    return proc.wait(timeout=120)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("command", ["render", "parse", "completions", "validate"])
+def test_a_broken_stderr_pipe_is_a_closed_stderr(tmp_path, command, jobs):
+    """Whoever reads stderr stopped (`... -o out.jsonl 2>&1 | head`): the problems,
+    warnings and summary go nowhere from then on, and the command ends as it would
+    have, with its own status and the whole output, as with a closed stderr. It used to
+    stop with 141, and with -j 1 without writing the output (the previous one stayed).
+    A failed flush of stderr at exit would make the status 120."""
+    args, status = broken_pipe_inputs(tmp_path)[command]
+    argv = [command, *args, "-j", jobs]
+    reference = run_cli(*argv, *(() if command == "validate" else ("-o", tmp_path / "ref.jsonl")))
+    assert reference.returncode == status, reference.stderr
+    # (validate writes only its summary there)
+    assert reference.stderr.count(b"\n") > (0 if command == "validate" else 40)
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    if command == "validate":  # (its problems are its output, on stdout)
+        with open(out, "wb") as f:
+            assert run_with_a_broken_stderr(argv, f) == status
+        assert out.read_bytes() == reference.stdout
+    else:
+        assert run_with_a_broken_stderr([*argv, "-o", out]) == status
+        assert out.read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_broken_pipe_on_stdout_and_stderr_is_141(tmp_path, jobs):
+    """`... 2>&1 | head` with the output on stdout: stderr breaks first (the first bad
+    line's report), and the output's write ends the command as a broken stdout does."""
+    args, _ = broken_pipe_inputs(tmp_path)["render"]
+    assert run_with_a_broken_stderr(["render", *args, "-j", jobs], stdout_too=True) == 141
+
+
 # --------------------------------------------------------------------------- _io helpers
 
 

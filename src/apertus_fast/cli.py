@@ -143,7 +143,7 @@ examples:
   apertus-fast dialects
 
 exit status: 0 ok; 1 some line failed; 2 usage error, unreadable input or unwritable
-output; 130 interrupted (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT, 141 broken pipe).
+output; 130 interrupted (143 SIGTERM, 129 SIGHUP, 131 SIGQUIT, 141 stdout closed early).
 Run `apertus-fast COMMAND --help` for the options and examples of each command.
 """
 
@@ -1996,6 +1996,51 @@ def _catch_stop_signals() -> dict:
     return previous
 
 
+class _Messages:
+    """``sys.stderr`` while a command runs: the problems, warnings, progress bar and
+    summary go to the real stream until a write finds it broken (whoever read it
+    stopped: ``2>&1 | head``); from then on they go nowhere, as with a closed stderr,
+    and the command goes on to its own end and status. (The broken pipe used to stop
+    it with 141, the output not written.) The descriptor is pointed at /dev/null
+    then, so that nothing else that writes there (the exit flush of what the stream
+    still holds, a warning from C code) fails, or prints "Exception ignored"."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._broke()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._broke()
+
+    def _broke(self) -> None:
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()  # (what it held goes to /dev/null now)
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ...
+        return getattr(self._stream, name)
+
+
 class _ClosedStdout:
     """``sys.stdout`` for a process started with its stdout closed: writing to it is
     the error every other unwritable output is (exit status 2)."""
@@ -2010,7 +2055,20 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status.
     ``exiting``: the process exits with that status next (:func:`program`), so once the
     output file is committed the stop signals stay ignored to the end (restored, a
-    signal after ``main`` would still kill the process, with the new output in place)."""
+    signal after ``main`` would still kill the process, with the new output in place).
+    A broken pipe on stderr only silences stderr (``_Messages``); on stdout it ends
+    the command with 141."""
+    err = sys.stderr
+    if err is None or isinstance(err, _Messages):
+        return _main(argv, exiting)
+    sys.stderr = _Messages(err)
+    try:
+        return _main(argv, exiting)
+    finally:
+        sys.stderr = err
+
+
+def _main(argv: list[str] | None, exiting: bool) -> int:
     global _committed
     parser = build_parser()
     try:
