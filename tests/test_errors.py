@@ -183,3 +183,40 @@ def test_dialect_none_before_any_render_is_an_error_not_a_crash():
         "    except ValueError as exc:\n"
         "        print(exc)\n")
     assert run.stdout.count("unknown dialect") == 2
+
+
+_REPRED = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.binary(),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=4)
+    | st.frozensets(st.integers(), max_size=4) | st.sets(st.text(max_size=3), max_size=4),
+    max_leaves=30)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=_REPRED, width=st.sampled_from([5, 20, 30, 60, 80]))
+def test_shown_is_repr_cut_to_its_width(value, width):
+    """What an error message shows of a value is its repr's first characters, built only
+    as far as it is shown."""
+    from apertus_fast._errors import shown
+
+    assert shown(value, width) == repr(value)[:width]
+
+
+def test_shown_copes_with_what_repr_cannot_show():
+    from apertus_fast._errors import shown
+
+    deep = 1
+    for _ in range(100_000):
+        deep = [deep]
+    assert shown(deep, 60) == "[" * 60
+
+    class Broken:
+        def __repr__(self):
+            raise RuntimeError("no")
+
+    assert shown(Broken(), 60).startswith("<Broken instance at 0x")
+    assert shown([Broken()], 60).startswith("[<Broken instance at 0x")
+    assert shown(10 ** 5000, 60) == "<int of 16610 bits>"
+    assert shown({"b": 1, "a": 2}, 60) == "{'b': 1, 'a': 2}"   # (reprlib sorts; repr does not)
+    assert shown("x" * 10**6, 10) == "'" + "x" * 9

@@ -601,3 +601,26 @@ def test_an_argument_whose_truth_or_text_fails_is_a_render_error(dialect, name):
     assert info.value.message_index is None
     assert str(info.value) == (f"{name}: ValueError: no text" if name == "bos_token" else
                                f"{name}: ValueError: truth value is ambiguous")
+
+
+@pytest.mark.parametrize("depth", [200, 990, 995, 1200, 20_000])
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1"])
+def test_a_value_nested_too_deep_for_repr_is_shown_not_a_recursion_error(depth, dialect):
+    """The message named the bad value with repr, cut after the fact: at depths near the
+    recursion limit, repr raised RecursionError, whose text became the message, in one
+    build sooner than in the other (parity audit: at depth 995 the compiled build named
+    the value, the plain one said "RecursionError: maximum recursion depth exceeded").
+    It is built only as far as it is shown (``_errors.shown``)."""
+    x = 1
+    for _ in range(depth):
+        x = [x]
+    call = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": x}}]}]
+    for messages, index, named in [
+            (call, 1, 'message 1: a tool call\'s "function.arguments": expected a string, got list '),
+            ([{"role": "user", "content": x}], 0, "message 0: Invalid user message: user (content: got list ")]:
+        with pytest.raises(RenderError) as info:
+            render(messages, dialect=dialect, date="2024-01-01")
+        assert info.value.message_index == index
+        assert str(info.value).startswith(named + "[" * 20), str(info.value)[:200]
+        assert "Recursion" not in str(info.value)

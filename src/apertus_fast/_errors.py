@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import reprlib
 from bisect import bisect_left
+from itertools import islice
 
 __all__ = ["ApertusError", "RenderError", "ParseError"]
 
@@ -17,6 +19,64 @@ def _restore(cls, args):
 
 
 _NEWLINE = re.compile("\n")
+
+
+class _Shown(reprlib.Repr):
+    """``repr`` built only as far as an error message shows it (see :func:`shown`)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        # limits that never cut inside the first ``width`` characters: each level,
+        # item or key adds at least one; a string (or a number, or another object's
+        # repr) longer than 4 * width keeps its first 2 * width characters
+        self.maxlevel = width
+        self.maxtuple = self.maxlist = self.maxarray = self.maxdict = width
+        self.maxset = self.maxfrozenset = self.maxdeque = width
+        self.maxstring = self.maxlong = self.maxother = 4 * width
+
+    # (reprlib sorts sets and a dict's keys; repr, and so the message, keeps their order)
+    def repr_set(self, x, level):
+        return self._repr_iterable(x, level, "{", "}", self.maxset) if x else "set()"
+
+    def repr_frozenset(self, x, level):
+        return (self._repr_iterable(x, level, "frozenset({", "})", self.maxfrozenset) if x
+                else "frozenset()")
+
+    def repr_dict(self, x, level):
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        pieces = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+                  for k, v in islice(x.items(), self.maxdict)]
+        if len(x) > self.maxdict:
+            pieces.append(self.fillvalue)
+        return "{" + ", ".join(pieces) + "}"
+
+    def repr_int(self, x, level):
+        try:
+            return super().repr_int(x, level)
+        except ValueError:   # more digits than int's string conversion allows
+            return f"<int of {x.bit_length()} bits>"
+
+
+_SHOWN: dict = {}
+
+
+def shown(x, width: int) -> str:
+    """``repr(x)`` cut to ``width`` characters, for an error message that names a value.
+    The same text as ``f"{x!r:.{width}}"`` for the values people pass, but built only
+    as far as it is shown: a value nested deeper than ``repr`` can go (whose repr
+    raised RecursionError, in one build sooner than in the other) or too big to print
+    whole costs its first characters; a ``__repr__`` that fails gives the type and the
+    address (``<T instance at 0x...>``, as reprlib shows it)."""
+    r = _SHOWN.get(width)
+    if r is None:
+        r = _SHOWN[width] = _Shown(width)
+    try:
+        return r.repr(x)[:width]
+    except Exception:   # (a last resort: reprlib catches a failing __repr__ itself)
+        return f"<{type(x).__name__} object>"[:width]
 
 
 class ApertusError(Exception):

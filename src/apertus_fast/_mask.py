@@ -17,6 +17,8 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from operator import index
 
+from ._errors import shown
+
 __all__ = ["token_mask"]
 
 #: Compiled, the offsets go into C integers, which take only integers; the plain
@@ -110,7 +112,7 @@ def _span_bounds(spans):
             start = index(start)
             end = index(end)
         except (TypeError, ValueError):
-            raise TypeError(f"spans[{i}] = {pair!r:.80}: expected a (start, end) pair of "
+            raise TypeError(f"spans[{i}] = {shown(pair, 80)}: expected a (start, end) pair of "
                             "integers") from None
         if end <= start:
             raise ValueError(f"spans[{i}] = ({start}, {end}) is empty: spans are non-empty "
@@ -148,7 +150,7 @@ def _pairs(pairs, what="offsets"):
         except (TypeError, ValueError):
             if what == "offsets":
                 raise _offset_error(pairs, i) from None
-            raise TypeError(f"{what}[{i}] = {pair!r:.80}: expected a (start, end) pair of "
+            raise TypeError(f"{what}[{i}] = {shown(pair, 80)}: expected a (start, end) pair of "
                             "integers") from None
     return out
 
@@ -156,9 +158,9 @@ def _pairs(pairs, what="offsets"):
 def _offset_error(offsets, i):
     """The error for ``offsets[i]``, which the loop could not read as two integers."""
     pair = offsets[i]
-    shown = f"offsets[{i}] = {pair!r:.80}"
+    named = f"offsets[{i}] = {shown(pair, 80)}"
     if isinstance(pair, (list, tuple)) and pair and isinstance(pair[0], (list, tuple)):
-        return TypeError(f"{shown}: expected a (start, end) pair of integers, got a list "
+        return TypeError(f"{named}: expected a (start, end) pair of integers, got a list "
                          "of pairs (a batch's offset_mapping has shape (batch, n, 2): "
                          "pass one example's, e.g. offset_mapping[0])")
-    return TypeError(f"{shown}: expected a (start, end) pair of integers")
+    return TypeError(f"{named}: expected a (start, end) pair of integers")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from itertools import chain
 
-from ._errors import RenderError
+from ._errors import RenderError, shown
 
 #: The fields that carry an assistant message's reasoning beside its content, in the
 #: order they are looked up: ``reasoning_content`` (vLLM, SGLang, DeepSeek, this
@@ -81,7 +81,7 @@ def _text_of(content, index: int) -> str:
         for part in content:
             if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                 raise RenderError(f"an assistant content part: expected {{\"type\": \"text\", \"text\": ...}}, "
-                                  f"got {part!r:.60}", index)
+                                  f"got {shown(part, 60)}", index)
             texts.append(part["text"])
         return "".join(texts)
     raise RenderError(f"assistant content: expected a string, a list of text parts or null, got "
@@ -97,7 +97,7 @@ def _call(call, index: int) -> dict:
         if "name" in source and "arguments" in source:
             return {"name": source["name"], "arguments": source["arguments"]}
     raise RenderError(f'a tool call: expected {{"name", "arguments"}} or {{"function": {{"name", '
-                      f'"arguments"}}}}, got {call!r:.80}', index)
+                      f'"arguments"}}}}, got {shown(call, 80)}', index)
 
 
 def _blocks(m: dict, index: int, reasoning: str | None) -> list:

@@ -33,7 +33,7 @@ from collections.abc import Mapping as _Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._dialects import DEFAULT_DIALECT, DIALECTS, TOKEN_TEXT, Kind, get_dialect
-from ._errors import RenderError
+from ._errors import RenderError, shown
 
 if TYPE_CHECKING:  # (the annotations only: the header keeps Cython from typing by them)
     from collections.abc import Mapping, Sequence
@@ -193,7 +193,7 @@ def cat(left, x, field):
             return left + x
     except TypeError:
         pass
-    got = "it is missing" if x is UNDEFINED else f"got {type(x).__name__} {x!r:.60}"
+    got = "it is missing" if x is UNDEFINED else f"got {type(x).__name__} {shown(x, 60)}"
     raise _Fail(f"{field}: expected a string, {got}")
 
 
@@ -207,7 +207,7 @@ def seq(x, field=None):
         return list(x)
     except TypeError:
         if field:
-            raise _Fail(f"{field}: expected a list, got {type(x).__name__} {x!r:.60}") from None
+            raise _Fail(f"{field}: expected a list, got {type(x).__name__} {shown(x, 60)}") from None
         raise _Fail(f"cannot iterate over {type(x).__name__}") from None
 
 
@@ -217,7 +217,7 @@ def _not_a_list(exc, x, field):
     template fails on an item, not on ``x``), the error that says what ``x`` should be."""
     if isinstance(x, str) or is_mapping(x):
         what = "characters" if isinstance(x, str) else "keys"
-        return _Fail(f"{field}: expected a list, got {type(x).__name__} {x!r:.60} (its "
+        return _Fail(f"{field}: expected a list, got {type(x).__name__} {shown(x, 60)} (its "
                      f"{what} were read as the items: {_reason(exc)})")
     return exc
 
@@ -861,8 +861,8 @@ def _found(x, key, expected):
     """What ``x`` is, for an error message (a mapping without ``key``, and its keys; or
     its type and value), and what was ``expected``."""
     if is_mapping(x):
-        return f'a mapping without "{key}", keys {list(x)[:5]!r:.80}; expected {expected}'
-    return f"got {type(x).__name__} {x!r:.60}; expected {expected}"
+        return f'a mapping without "{key}", keys {shown(list(x)[:5], 80)}; expected {expected}'
+    return f"got {type(x).__name__} {shown(x, 60)}; expected {expected}"
 
 
 def _render_error(exc, index):
@@ -1029,13 +1029,13 @@ def _role_found(message, role):
         return " (no \"role\")"
     if role == "system":
         return ": 'system' (only the first message may be a system message)"
-    return f": {role!r:.60} (expected system, user, assistant or tool)"
+    return f": {shown(role, 60)} (expected system, user, assistant or tool)"
 
 
 def _tool_outside(messages, i):
     """Where a tool message that is not in an assistant turn stands."""
     where = ("it is the first message" if i == 0 else
-             f"it follows a {attr(messages[i - 1], 'role')!r:.30} message")
+             f"it follows a {shown(attr(messages[i - 1], 'role'), 30)} message")
     return f" ({where}; tool messages follow the assistant message whose tool calls they answer)"
 
 
@@ -1056,7 +1056,7 @@ def _why_user(content, d):
 
 def _why_call(name, args):
     """Which of a tool call's name and arguments is missing or empty."""
-    bad = [f"{field} {'is missing' if v is UNDEFINED else f'is empty ({v!r:.20})'}"
+    bad = [f"{field} {'is missing' if v is UNDEFINED else f'is empty ({shown(v, 20)})'}"
            for field, v in (('"name"', name), ('"arguments"', args)) if not v]
     return " (" + " and ".join(bad) + ")"
 
@@ -1104,7 +1104,7 @@ def _is_display_answers(calls):
                 return False
         except TypeError:
             raise _Fail(f"a tool_calls block's \"calls\": expected a list, got {type(calls).__name__} "
-                        f"{calls!r:.60}") from None
+                        f"{shown(calls, 60)}") from None
     return attr(item0(calls), "name") == "display_answers"
 
 
