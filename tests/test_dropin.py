@@ -255,6 +255,45 @@ def test_import_needs_no_jinja_and_no_template_file():
     assert run_python(code).stdout.strip() == "False"
 
 
+
+def test_installed_apertus_format_is_a_module_the_import_system_knows(tmp_path):
+    """Optional-dependency checks (`importlib.util.find_spec("apertus_format") is not
+    None`) and `importlib.reload` need a spec; a reference package installed alongside
+    (here a stand-in on sys.path) is not found in apertus-fast's place."""
+    stand_in = tmp_path / "apertus_format"
+    stand_in.mkdir()
+    (stand_in / "__init__.py").write_text("raise ImportError('the reference was loaded')\n")
+    (stand_in / "models.py").write_text("raise ImportError('the reference was loaded')\n")
+    code = (
+        "import importlib, importlib.util, sys\n"
+        "import apertus_fast\n"
+        "apertus_fast.install_as_apertus_format()\n"
+        "import apertus_format\n"
+        "spec = importlib.util.find_spec('apertus_format')\n"
+        "print(spec is not None and spec.name == 'apertus_format')\n"
+        "print(apertus_format.__package__, apertus_format.__spec__ is spec)\n"
+        "print(importlib.reload(apertus_format) is apertus_format)\n"
+        "print(apertus_format.Message is apertus_fast.Message, apertus_format.__all__[0])\n"
+        "import apertus_format.models, apertus_format.formatter, apertus_format.enums\n"
+        "print(apertus_format.models.Message is apertus_fast.Message,\n"
+        "      apertus_format.formatter.ApertusFormatter is apertus_fast.ApertusFormatter)\n"
+        "for name in ('enums', 'models', 'formatter'):\n"
+        "    assert importlib.util.find_spec('apertus_format.' + name) is not None, name\n"
+        "del sys.modules['apertus_format.models'], sys.modules['apertus_format']\n"
+        "import apertus_format.models as models\n"
+        "print(models is apertus_fast.models, models.__spec__.name,\n"
+        "      sys.modules['apertus_format'].Message is apertus_fast.Message)\n"
+        "try:\n"
+        "    import apertus_format._models  # not a module of the reference\n"
+        "except ModuleNotFoundError:\n"
+        "    print('not found')\n"
+        "apertus_fast.install_as_apertus_format()\n"
+        "print(sum(type(f).__module__ == 'apertus_fast._reference' for f in sys.meta_path))\n"
+    )
+    assert run_python(code, cwd=tmp_path).stdout.splitlines() == [
+        "True", "apertus_format True", "True", "True Message", "True True",
+        "True apertus_fast.models True", "not found", "1"]
+
 # ------------------------------------------------------------------------- enums
 
 

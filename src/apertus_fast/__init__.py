@@ -162,18 +162,18 @@ def install_as_apertus_format():
     modules come along: ``from apertus_format.models import Message`` (and ``.enums``,
     ``.formatter``) gives the same objects. It replaces the reference package if that is
     installed (or already imported: modules that imported it before keep their
-    references). Returns the ``apertus_fast`` module."""
+    references). It is a module as the import system knows one, with a spec and a
+    loader (a finder put first on ``sys.meta_path``): ``importlib.util.find_spec
+    ("apertus_format")`` finds it and ``importlib.reload(apertus_format)`` works.
+    Returns the ``apertus_fast`` module."""
     import sys
 
-    from ._reference import ReferencePackage
+    from . import _reference
 
-    module = sys.modules[__name__]
     # (a module of its own that reads everything from this one, with the reference's
     # __all__, so that `from apertus_format import *` binds the reference's names only)
-    sys.modules["apertus_format"] = ReferencePackage(module)
-    for name in _REFERENCE_MODULES:
-        sys.modules[f"apertus_format.{name}"] = importlib.import_module(f"{__name__}.{name}")
-    return module
+    _reference.install()
+    return sys.modules[__name__]
 
 
 def _backend() -> str:
