@@ -409,6 +409,39 @@ def test_assistant_block_from_dict_validates():
         AssistantBlock.from_dict({"type": "thoughts", "text": "t", "outputs": []})
 
 
+@pytest.mark.parametrize("data", [
+    {"type": "bogus", "calls": [{}]},
+    {"type": "image", "calls": None},
+    {"type": "bogus", "outputs": [{"no": "output"}]},
+    {"type": "bogus", "calls": 5, "outputs": None},
+])
+def test_assistant_block_from_dict_reads_the_type_first(data):
+    # as the reference: BlockType(data["type"]) before the calls and outputs are read
+    with pytest.raises(ValueError, match=f"^{data['type']!r} is not a valid BlockType$"):
+        AssistantBlock.from_dict(data)
+    with pytest.raises(ValueError, match="is not a valid BlockType$"):
+        AssistantContent.from_dict({"blocks": [{"type": "response", "text": "r"}, data]})
+    with pytest.raises(ValueError, match="is not a valid BlockType$"):
+        Message.from_dict({"role": "assistant", "content": {"blocks": [data]}})
+
+
+def test_from_dict_errors_come_in_the_reference_order():
+    # the first error each from_dict raises on doubly bad data is the reference's
+    with pytest.raises(ValueError, match="is not a valid Role$"):
+        Message.from_dict({"role": "bogus", "content": {"blocks": [{"type": "bogus"}]}})
+    with pytest.raises(KeyError, match="content"):
+        Message.from_dict({"role": "assistant", "tool_calls": [{"type": "function"}]})
+    with pytest.raises(ValueError, match="is not a valid BlockType$"):
+        Message.from_dict({"role": "assistant", "content": {"blocks": [{"type": "x"}]},
+                           "tool_calls": [{"type": "function"}]})
+    with pytest.raises(KeyError, match="text"):
+        TextPart.from_dict({"type": 5})
+    with pytest.raises(KeyError, match="name"):
+        ToolCall.from_dict({})
+    with pytest.raises(ValueError, match="is not a valid Role$"):
+        Conversation.from_dict({"messages": [{"role": "x"}, {"content": "no role"}]})
+
+
 def test_message_constructors():
     assert Message.system("s") == Message(Role.SYSTEM, "s")
     assert Message.system_with_mapping("s") == Message(Role.SYSTEM, SystemContent("s"))

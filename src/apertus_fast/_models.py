@@ -202,14 +202,18 @@ class AssistantBlock:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "AssistantBlock":
+        # In the reference's order (the type first, then text, calls, outputs), so that
+        # bad data raises the reference's first error: an unknown type is a ValueError
+        # ("'bogus' is not a valid BlockType") whatever its calls or outputs hold.
+        block_type = BlockType(data["type"])
+        text = data.get("text")
         calls = None
         outputs = None
         if "calls" in data:
             calls = [ToolCall.from_dict(c) for c in data["calls"]]
         if "outputs" in data:
             outputs = [ToolOutput.from_dict(o) for o in data["outputs"]]
-        return cls(type=BlockType(data["type"]), text=data.get("text"),
-                   calls=calls, outputs=outputs)
+        return cls(type=block_type, text=text, calls=calls, outputs=outputs)
 
 
 @dataclass
