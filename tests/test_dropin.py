@@ -133,10 +133,11 @@ def _ref_template_messages(messages):
 class ReferenceFormatter:
     """What the reference package's ApertusFormatter renders (date fixed)."""
 
-    def __init__(self, enable_thinking=False, tools=None, date=DATE):
+    def __init__(self, enable_thinking=False, tools=None, date=DATE, today=None):
         self.enable_thinking = enable_thinking
         self.tools = tools or []
         self.date = date
+        self.today = today  # what strftime_now returns, as it is (a patched datetime's)
 
     def _render(self, messages, bos_token, add_generation_prompt):
         import jinja2
@@ -161,7 +162,8 @@ class ReferenceFormatter:
             add_generation_prompt=add_generation_prompt,
             raise_exception=raise_exception,
             tojson=tojson,
-            strftime_now=lambda fmt: now.strftime(fmt),
+            strftime_now=(lambda fmt: now.strftime(fmt)) if self.today is None
+            else (lambda fmt: self.today),
         )
 
     def format_conversation(self, conversation, add_generation_prompt=False):
@@ -630,6 +632,41 @@ def test_formatter_date_passthrough():
     assert "Current date: 2031-02-03<|system_end|>" in text
     text = ApertusFormatter(date=dt.date(2030, 1, 2)).format_conversation(conv)
     assert "Current date: 2030-01-02<|system_end|>" in text
+
+
+class _GeneralPathFormatter(ApertusFormatter):
+    """Messages as a tuple: the compiled hot path declines them, the general renderer
+    renders them."""
+
+    def _prepare_messages_for_template(self, messages):
+        return tuple(super()._prepare_messages_for_template(messages))
+
+
+@needs_oracle
+@pytest.mark.parametrize("today", ["Jan 5, 2024", "999-01-15", "2024-05-06", ""])
+@pytest.mark.parametrize("formatter_class", [ApertusFormatter, _GeneralPathFormatter])
+def test_a_patched_datetime_date_is_rendered_as_given(today, formatter_class):
+    """`mock.patch("apertus_format.formatter.datetime")` may give any string: the
+    reference's template writes it into the system prompt unchecked."""
+    from unittest import mock
+
+    conv = Conversation([Message.user("hi")])
+    content = AssistantContent([AssistantBlock(BlockType.RESPONSE, text="hi")])
+    ref = ReferenceFormatter(True, TOOLS, date=None, today=today)
+    with mock.patch.object(apertus_format.formatter, "datetime") as patched:
+        patched.now.return_value.strftime.return_value = today
+        for _ in range(2):  # (the second time from the renderer's caches)
+            f = formatter_class(True, TOOLS)
+            text = f.format_conversation(conv, add_generation_prompt=True)
+            assert f"Current date: {today}<|system_end|>" in text
+            assert text == ref.format_conversation(conv, add_generation_prompt=True)
+            assert f.format_assistant_content(content) == ref.format_assistant_content(content) == "hi"
+    # the users' own date stays checked, before and after the formatter rendered it
+    if today != "2024-05-06":
+        with pytest.raises(apertus_format.RenderError, match="date must be"):
+            apertus_format.render([{"role": "user", "content": "hi"}], date=today)
+        with pytest.raises(apertus_format.RenderError, match="date must be"):
+            ApertusFormatter(date=today)
 
 
 def test_a_subclass_prepares_the_messages_it_renders():

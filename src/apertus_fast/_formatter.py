@@ -25,7 +25,7 @@ from ._models import (
 )
 from . import _render as _r
 from ._errors import RenderError
-from ._render import render, render_date
+from ._render import _DateAsGiven, render, render_date
 
 __all__ = ["ApertusFormatter"]
 
@@ -171,7 +171,10 @@ class ApertusFormatter:
         the reference's call, ``datetime.now().strftime('%Y-%m-%d')``, with ``datetime``
         looked up in ``apertus_format.formatter`` (``apertus_fast.formatter``) as the
         reference looks it up: code that patches it there to fix the date (its
-        ``mock.patch("apertus_format.formatter.datetime")``) keeps working."""
+        ``mock.patch("apertus_format.formatter.datetime")``) keeps working. The string
+        it gives is rendered as it is, as the reference's template renders it, also
+        where it is no ``YYYY-MM-DD`` (a mock's ``"Jan 5, 2024"``, the year 999's
+        ``"999-01-15"``); ``self.date`` and the renderer's ``date`` stay checked."""
         if self.date is not None:
             return self.date
         first = messages[0] if messages else None
@@ -181,7 +184,8 @@ class ApertusFormatter:
             return None
         from . import formatter
 
-        return formatter.datetime.now().strftime("%Y-%m-%d")
+        today = formatter.datetime.now().strftime("%Y-%m-%d")
+        return _DateAsGiven(today) if isinstance(today, str) else today
 
     # ------------------------------------------------------------------ rendering
 

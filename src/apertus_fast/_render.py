@@ -672,6 +672,16 @@ _today = ""
 _date_cache = {}
 
 
+class _DateAsGiven(str):
+    """A date string rendered as it is, unchecked: what ``ApertusFormatter`` read from
+    ``datetime.now().strftime("%Y-%m-%d")``, which the reference's template puts into
+    the system prompt whatever it is (a patched ``datetime`` that gives ``"Jan 5,
+    2024"``, a year before 1000 that gives ``"999-01-15"``). The formatter's own; the
+    ``date`` argument of the public functions is checked."""
+
+    __slots__ = ()
+
+
 def render_date(date: DateArg = None) -> str:
     """The ``YYYY-MM-DD`` string ``strftime_now('%Y-%m-%d')`` gives: ``None`` is today
     (local time, as the templates' callers do); a ``datetime.date``/``datetime`` or an
@@ -684,6 +694,8 @@ def render_date(date: DateArg = None) -> str:
             _today_second = now
         return _today
     if type(date) is str or isinstance(date, str):
+        if type(date) is _DateAsGiven:
+            return str(date)  # (an exact str: the formatter's date, as it gave it)
         cached = _date_cache.get(date)
         if cached is not None:
             return cached
