@@ -296,6 +296,31 @@ def test_installed_apertus_format_is_a_module_the_import_system_knows(tmp_path):
         "True", "apertus_format True", "True", "True Message", "True True",
         "True apertus_fast.models True", "not found", "1"]
 
+def test_pickles_name_apertus_fast_and_reference_pickles_load():
+    """docs/dropin.md's difference: pickles name apertus_fast._models (even under
+    install_as_apertus_format); a pickle that names the reference's modules, as the
+    reference writes it, loads where apertus-fast is installed as apertus_format."""
+    code = (
+        "import pickle, apertus_fast\n"
+        "apertus_fast.install_as_apertus_format()\n"
+        "from apertus_format import Message, Role, AssistantBlock, BlockType\n"
+        "m = Message.assistant_with_blocks([AssistantBlock(BlockType.RESPONSE, text='r')])\n"
+        "print(b'apertus_fast._models' in pickle.dumps(m), b'apertus_format' in pickle.dumps(m))\n"
+        "classes = {'models': ['Message', 'AssistantContent', 'AssistantBlock'],\n"
+        "           'enums': ['Role', 'BlockType']}\n"
+        "import apertus_format.models as models\n"
+        "saved = {n: getattr(models, n).__module__ for names in classes.values() for n in names}\n"
+        "for module, names in classes.items():\n"
+        "    for n in names:  # as the reference names them\n"
+        "        getattr(models, n).__module__ = 'apertus_format.' + module\n"
+        "data = pickle.dumps(m)\n"
+        "for n, module in saved.items():\n"
+        "    getattr(models, n).__module__ = module\n"
+        "print(b'apertus_fast' in data, pickle.loads(data) == m)\n"
+    )
+    assert run_python(code).stdout.split() == ["True", "False", "False", "True"]
+
+
 # ------------------------------------------------------------------------- enums
 
 
