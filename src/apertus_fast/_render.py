@@ -666,9 +666,10 @@ _FMT_MAPPING = 2
 #: lets it through.
 _ERRORS = (Exception,)
 
-# ``strftime_now('%Y-%m-%d')`` of today, recomputed at most once a second.
-_today_second = -1
-_today = ""
+# ``strftime_now('%Y-%m-%d')`` of today, recomputed at most once a second: (the
+# second, its date), one object, so that threads that update it at once (at
+# midnight) never leave one second's date filed under another second
+_today = (-1, "")
 _date_cache = {}
 
 
@@ -686,13 +687,13 @@ def render_date(date: DateArg = None) -> str:
     """The ``YYYY-MM-DD`` string ``strftime_now('%Y-%m-%d')`` gives: ``None`` is today
     (local time, as the templates' callers do); a ``datetime.date``/``datetime`` or an
     ISO ``"YYYY-MM-DD"`` string fixes it."""
-    global _today_second, _today
+    global _today
     if date is None:
         now = int(_time.time())
-        if now != _today_second:
-            _today = _time.strftime("%Y-%m-%d", _time.localtime(now))
-            _today_second = now
-        return _today
+        today = _today
+        if now != today[0]:
+            today = _today = (now, _time.strftime("%Y-%m-%d", _time.localtime(now)))
+        return today[1]
     if type(date) is str or isinstance(date, str):
         if type(date) is _DateAsGiven:
             return str(date)  # (an exact str: the formatter's date, as it gave it)
