@@ -340,3 +340,51 @@ def test_attribute_errors_from_getitem_as_each_environment_has_them(dialect, cas
     # obj[name] through, where the plain environment (reference) reads it as undefined
     _, messages, tools = case
     check(dialect, messages, tools=tools, date="2026-01-01")
+
+
+_U = {"role": "user", "content": "Hi"}
+_CALL = {"type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+#: Template branches that a coverage audit found reached only by the property tests,
+#: some of them not reliably at the default example count (500; CI runs 10,000):
+#: here they are reached on every run, whatever the seed.
+_BRANCHES = {
+    "a parameter type that is a mapping": ([_U], [{"name": "f", "description": "d", "parameters": {
+        "type": "object", "properties": {"p": {"type": {"a": 1}}}}}]),
+    "a parameter type that is not iterable": ([_U], [{"name": "f", "description": "d", "parameters": {
+        "type": "object", "properties": {"p": {"type": 5}}}}]),
+    "an audio_url part": ([{"role": "user", "content": {"parts": [{"type": "audio_url", "audio_url": {}}]}}], None),
+    "an audio_url item of list content": ([{"role": "user", "content": [{"type": "audio_url", "audio_url": {}}]}], None),
+    "list content of images and audio": ([{"role": "user", "content": [
+        {"type": "image"}, {"type": "image_url", "image_url": {"url": "u"}}, {"type": "input_image"},
+        {"type": "input_audio", "input_audio": {}}, {"type": "text", "text": "t"}]}], None),
+    "a user message after tool outputs": ([_U, {"role": "assistant", "content": "x", "tool_calls": [_CALL]},
+                                           {"role": "tool", "content": "o"}, _U], None),
+    "thoughts and calls after tool outputs": ([_U, {"role": "assistant", "content": {"blocks": [
+                                                   {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}]}]}},
+                                               {"role": "tool", "content": "o"},
+                                               {"role": "assistant", "content": {"blocks": [
+                                                   {"type": "thoughts", "text": "t"},
+                                                   {"type": "tool_calls", "calls": [{"name": "g", "arguments": "{}"}]}]}}],
+                                              None),
+    "display_answers first in the next assistant message": (
+        [_U, {"role": "assistant", "content": {"blocks": [{"type": "thoughts", "text": "t"}]}},
+         {"role": "assistant", "content": {"blocks": [{"type": "tool_calls", "calls": [
+             {"name": "display_answers", "arguments": "{}"}]}]}}], None),
+    "empty parts, blocks, calls and outputs": (
+        [{"role": "user", "content": {"parts": []}},
+         {"role": "assistant", "content": {"blocks": [{"type": "tool_calls", "calls": []},
+                                                      {"type": "tool_outputs", "outputs": []},
+                                                      {"type": "response", "text": "r"}]}},
+         {"role": "assistant", "content": {"blocks": []}}], None),
+}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("case", sorted(_BRANCHES))
+@pytest.mark.parametrize("enable_thinking", [False, True])
+def test_branches_the_examples_missed(dialect, case, enable_thinking):
+    messages, tools = _BRANCHES[case]
+    check(dialect, messages, tools, enable_thinking=enable_thinking, date="2026-01-01")
+    check(dialect, messages, tools, enable_thinking=enable_thinking, date="2026-01-01",
+          add_generation_prompt=True)
