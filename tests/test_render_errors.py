@@ -624,3 +624,20 @@ def test_a_value_nested_too_deep_for_repr_is_shown_not_a_recursion_error(depth, 
         assert info.value.message_index == index
         assert str(info.value).startswith(named + "[" * 20), str(info.value)[:200]
         assert "Recursion" not in str(info.value)
+
+
+def test_a_value_that_holds_itself_is_shown_as_repr_shows_it():
+    """A role that is a list holding itself twice: the message builder (reprlib, for a
+    while) walked it 60 levels deep and wide, 2**60 steps, and never returned. In a
+    fresh interpreter with a time limit, so that a regression fails instead of hanging."""
+    from tests.fresh import run_python
+
+    run = run_python(
+        "import apertus_fast\n"
+        "loop = []\n"
+        "loop += [loop, loop]\n"
+        "try:\n"
+        "    apertus_fast.render([{'role': loop, 'content': 'hi'}], date='2026-01-01')\n"
+        "except apertus_fast.RenderError as exc:\n"
+        "    print(exc)\n", timeout=60)
+    assert "[[...], [...]]" in run.stdout and "message 0" in run.stdout, run.stdout

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import re
-import reprlib
 from bisect import bisect_left
-from itertools import islice
 
 __all__ = ["ApertusError", "RenderError", "ParseError"]
 
@@ -21,62 +19,98 @@ def _restore(cls, args):
 _NEWLINE = re.compile("\n")
 
 
-class _Shown(reprlib.Repr):
-    """``repr`` built only as far as an error message shows it (see :func:`shown`)."""
+class _Full(Exception):
+    """The shown width is reached (:func:`shown`)."""
+
+
+class _Shown:
+    """The pieces of a repr, up to a width (:func:`shown`)."""
+
+    __slots__ = ("parts", "room", "active")
 
     def __init__(self, width: int):
-        super().__init__()
-        # limits that never cut inside the first ``width`` characters: each level,
-        # item or key adds at least one; a string (or a number, or another object's
-        # repr) longer than 4 * width keeps its first 2 * width characters
-        self.maxlevel = width
-        self.maxtuple = self.maxlist = self.maxarray = self.maxdict = width
-        self.maxset = self.maxfrozenset = self.maxdeque = width
-        self.maxstring = self.maxlong = self.maxother = 4 * width
+        self.parts: list = []
+        self.room = width
+        self.active: set = set()   # the containers being shown (a cycle shows "[...]")
 
-    # (reprlib sorts sets and a dict's keys; repr, and so the message, keeps their order)
-    def repr_set(self, x, level):
-        return self._repr_iterable(x, level, "{", "}", self.maxset) if x else "set()"
+    def add(self, piece: str) -> None:
+        self.parts.append(piece)
+        self.room -= len(piece)
+        if self.room <= 0:
+            raise _Full
 
-    def repr_frozenset(self, x, level):
-        return (self._repr_iterable(x, level, "frozenset({", "})", self.maxfrozenset) if x
-                else "frozenset()")
+    def value(self, x) -> None:
+        t = type(x)
+        if t is str or t is bytes:
+            # repr of a prefix, with the quotes the whole value's repr chooses: it picks
+            # them by whether ' and " occur, so the prefix carries one of each that does
+            n = self.room + 1
+            if len(x) > n:
+                tail = ("'" if ("'" if t is str else b"'") in x else "") + \
+                       ('"' if ('"' if t is str else b'"') in x else "")
+                x = x[:n] + (tail if t is str else tail.encode())
+            self.add(repr(x))
+        elif t is list or t is tuple or t is dict or t is set or t is frozenset:
+            if id(x) in self.active:
+                self.add("[...]" if t is list else "(...)" if t is tuple else "{...}"
+                         if t is dict else f"{t.__name__}(...)")
+                return
+            self.active.add(id(x))
+            try:
+                self._items(x, t)
+            finally:
+                self.active.discard(id(x))
+        elif t is int:
+            try:
+                self.add(repr(x))
+            except ValueError:   # more digits than int's string conversion allows
+                self.add(f"<int of {x.bit_length()} bits>")
+        else:
+            try:
+                r = repr(x)
+            except Exception:    # (a failing or too deeply recursive __repr__)
+                r = f"<{t.__name__} object>"
+            self.add(r)
 
-    def repr_dict(self, x, level):
-        if not x:
-            return "{}"
-        if level <= 0:
-            return "{...}"
-        pieces = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
-                  for k, v in islice(x.items(), self.maxdict)]
-        if len(x) > self.maxdict:
-            pieces.append(self.fillvalue)
-        return "{" + ", ".join(pieces) + "}"
-
-    def repr_int(self, x, level):
-        try:
-            return super().repr_int(x, level)
-        except ValueError:   # more digits than int's string conversion allows
-            return f"<int of {x.bit_length()} bits>"
-
-
-_SHOWN: dict = {}
+    def _items(self, x, t) -> None:
+        if t is set or t is frozenset:
+            if not x:
+                self.add(f"{t.__name__}()")
+                return
+            self.add("{" if t is set else "frozenset({")
+        else:
+            self.add("[" if t is list else "(" if t is tuple else "{")
+        first = True
+        for item in (x.items() if t is dict else x):
+            if not first:
+                self.add(", ")
+            first = False
+            if t is dict:
+                self.value(item[0])
+                self.add(": ")
+                self.value(item[1])
+            else:
+                self.value(item)
+        if t is tuple and len(x) == 1:
+            self.add(",")
+        self.add("]" if t is list else ")" if t is tuple else "}" if t is not frozenset
+                 else "})")
 
 
 def shown(x, width: int) -> str:
-    """``repr(x)`` cut to ``width`` characters, for an error message that names a value.
-    The same text as ``f"{x!r:.{width}}"`` for the values people pass, but built only
-    as far as it is shown: a value nested deeper than ``repr`` can go (whose repr
-    raised RecursionError, in one build sooner than in the other) or too big to print
-    whole costs its first characters; a ``__repr__`` that fails gives the type and the
-    address (``<T instance at 0x...>``, as reprlib shows it)."""
-    r = _SHOWN.get(width)
-    if r is None:
-        r = _SHOWN[width] = _Shown(width)
+    """``repr(x)`` cut to ``width`` characters, for an error message that names a value:
+    the same text as ``f"{x!r:.{width}}"``, built only as far as it is shown. A value
+    nested deeper than ``repr`` can go (whose repr raised RecursionError, in one build
+    sooner than in the other), too big to print whole, or holding itself costs its
+    first characters; a ``__repr__`` that fails gives ``<T object>``."""
+    out = _Shown(width)
     try:
-        return r.repr(x)[:width]
-    except Exception:   # (a last resort: reprlib catches a failing __repr__ itself)
-        return f"<{type(x).__name__} object>"[:width]
+        out.value(x)
+    except _Full:
+        pass
+    except RecursionError:   # (the caller's stack was nearly full: what is there so far)
+        pass
+    return "".join(out.parts)[:width]
 
 
 class ApertusError(Exception):
