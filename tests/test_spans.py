@@ -550,6 +550,10 @@ def test_token_mask_takes_integers_of_any_size_and_kind(impl):
         True, True, True]
     assert _MASKS[impl]([(huge, huge + 5)], [(0, 1), (11, 12)]) == [False, False]
     assert _MASKS[impl]([(-huge, 3)], [(0, 1), (5, 6)]) == [True, False]
+    # spans given as an iterator are read once (the ranks were made from the spans
+    # read again: none, a mask of False in the compiled build only)
+    assert _MASKS[impl](iter([(0, huge)]), [(1, 2)]) == [True]
+    assert _MASKS[impl](iter([(0, 5)]), iter([(1, 2), (6, 7)])) == [True, False]
 
 
 @pytest.mark.parametrize("impl", list(_MASKS))

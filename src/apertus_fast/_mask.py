@@ -94,7 +94,8 @@ def token_mask(spans, offsets):
         # compiled only: an offset or a span's bound beyond a C ssize_t. The loop only
         # compares bounds, so each is replaced by its rank among them all: the same
         # answer, in integers that fit (so this recursion goes one level deep).
-        return token_mask(*_ranked(spans, offsets))
+        # (from the bounds read: spans given as an iterator are used up)
+        return token_mask(*_ranked(list(zip(starts, ends)), offsets))
     except (TypeError, ValueError):
         raise _offset_error(offsets, i) from None
     return mask
