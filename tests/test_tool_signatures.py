@@ -260,14 +260,15 @@ class _Name(str):
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("required", [
-    [f"p{i}" for i in range(0, 40, 3)] + ["nope", "p3"],     # long: looked up in a set
-    [f"p{i}" for i in range(0, 40, 3)] + [7, None],           # not all strings: the list
-    ["P3"] + [f"p{i}" for i in range(0, 40, 3)],              # a str subclass name below
+    [f"p{i}" for i in range(0, 100, 2)] + ["nope", "p3"],    # long: looked up in a set
+    [f"p{i}" for i in range(0, 100, 2)] + [7, None],          # not all strings: the list
+    ["P3"] + [f"p{i}" for i in range(0, 100, 2)],             # a str subclass name below
     "p1p2p30",                                                # a string: substring tests
-    tuple(f"p{i}" for i in range(20)),
+    tuple(f"p{i}" for i in range(50)),
+    [f"p{i}" for i in range(0, 40, 3)],                      # short: the template's test
 ])
 def test_many_properties_and_a_long_required_list(required, dialect):
-    props = {f"p{i}": {"type": "string"} for i in range(40)}
+    props = {f"p{i}": {"type": "string"} for i in range(100)}
     props[_Name("p3x")] = {"type": "number"}
     if required and required[0] == "P3":
         props = {_Name("p3") if k == "p3" else k: v for k, v in props.items()}
@@ -300,3 +301,20 @@ def test_required_properties_are_not_looked_up_one_by_one():
     for dialect in DIALECTS:
         assert source.render_tools([tool, nested], dialect) == render_tools([tool, nested], dialect)
     assert scanned[0] < 10 * n, scanned[0]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_required_is_read_where_the_template_reads_it(dialect):
+    """The template reads params.required after a property's description and name: a
+    bad description is the error, before a required list whose truth test raises
+    (review finding: the set lookup read it before the loop)."""
+
+    class Ambiguous:
+        def __bool__(self):
+            raise ValueError("truth value is ambiguous")
+
+    tools = [{"description": "d", "name": "f", "parameters": {
+        "properties": {"a": {"description": 5}}, "required": Ambiguous()}}]
+    check_tools(dialect, tools)
+    with pytest.raises(RenderError, match='"description": expected a string'):
+        render([{"role": "user", "content": "hi"}], dialect=dialect, tools=tools, date=DATE)

@@ -309,14 +309,17 @@ class _Required:
     it against the list, one property after the other: quadratic in the properties
     (8,000 required properties: 0.66 s). Where the answer is the same, a set: a list
     of exact strings asked about names that are exact strings (their equality is the
-    set's)."""
+    set's), and only for a long list (more than 32), so that schemas of the usual size
+    take the template's test itself. (The set is made once per list object: a list
+    that the caller's own code changes in place while the tool renders would not be
+    seen; no such code runs for exact strings and dicts.)"""
 
     __slots__ = ("required", "members")
 
     def __init__(self, required):
         self.required = required
         self.members = None
-        if type(required) is list and len(required) > 8:
+        if type(required) is list and len(required) > 32:
             for r in required:
                 if type(r) is not str:
                     return
@@ -602,16 +605,18 @@ def _render_tool(tool, trim, jinja_json, native):
         entries = _items(props)
         last = len(entries) - 1
         i = 0
-        # (the template reads params.required for each property: once is the same
-        # where params is a plain dict, whose reading runs no code)
-        required = _Required(attr(params, "required") or []) if type(params) is dict else None
+        required = None
         for name, spec in entries:
             desc = attr(spec, "description")
             if desc:
                 out.append(text(cat("// ", desc, f'parameter {text(name)!r}: "description"') + "\n"))
             out.append(text(name))
-            if (required.missing(name) if required is not None
-                    else not_in(name, attr(params, "required") or [])):
+            # (read for each property, where and as the template reads it; its set is
+            # made once for the same list)
+            listed = attr(params, "required") or []
+            if required is None or required.required is not listed:
+                required = _Required(listed)
+            if required.missing(name):
                 out.append("?")
             out.append(": ")
             out.append(ts_type(spec, trim, jinja_json))
