@@ -594,12 +594,16 @@ def test_finish_reason_is_tool_calls_only_for_calls_the_completion_made(dialect)
     of the prompt are no calls of the completion: an OpenAI-compatible server would
     send finish_reason "tool_calls" with no tool_calls (stream audit)."""
     for completion, reason in [("<|tools_prefix|>[]<|tools_suffix|>Done.<|assistant_end|>", "stop"),
-                               ("<|tools_prefix|>oops<|tools_suffix|>", None),
+                               # (a list of none ends where a server stops: "stop")
+                               ("<|tools_prefix|>oops<|tools_suffix|>", "stop"),
+                               ("<|tools_prefix|>[]<|tools_suffix|>", "stop"),
+                               ("<|tools_prefix|>[]<|tools_suffix|>Do", None),
+                               ("<|tools_prefix|>[]", None),
                                ('<|tools_prefix|>[{"f": 1}]<|tools_suffix|>', "tool_calls"),
                                ('<|tools_prefix|>[{"f": 1}]<|tools_suffix|>Done.<|assistant_end|>',
                                 "tool_calls"),
                                ('<|tools_prefix|>[{"f": 1}]<|tools_suffix|><|tools_prefix|>[]'
-                                "<|tools_suffix|>", None)]:
+                                "<|tools_suffix|>", "stop")]:
         r = parse_completion(completion, dialect=dialect)
         assert r.finish_reason == reason, completion
         p = StreamParser(dialect)
@@ -610,7 +614,12 @@ def test_finish_reason_is_tool_calls_only_for_calls_the_completion_made(dialect)
             {"role": "assistant", "content": {"blocks": [
                 {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": "{}"}]}]}}]
     prompt = render(msgs, dialect=dialect, continue_assistant_message=True)
-    assert StreamParser(dialect, prompt=prompt).finish_reason is None
+    assert StreamParser(dialect, prompt=prompt).finish_reason == "stop"
+    # a list the prompt began and the completion closed, with no call of its own
+    p = StreamParser(dialect, prompt="<|assistant_start|><|tools_prefix|>[{\"f\": {}}")
+    p.feed("]<|tools_suffix|>")
+    p.close()
+    assert (p.finish_reason, p.result().tool_calls) == ("stop", [])
     r = parse_completion("I could not check.<|assistant_end|>", dialect=dialect, prompt=prompt)
     assert (r.finish_reason, r.tool_calls, r.closed) == ("stop", [], True)
 
@@ -633,7 +642,9 @@ def test_invalid_utf8_ends_the_stream_with_what_decoded_before_it():
     with pytest.raises(ParseError) as info:
         p.feed(b"er\xffmore")
     assert info.value.offset == 11
-    assert p.closed and p.close() == []
+    # the deltas of the finished reading: close() returns them (the deltas spell the
+    # result, law 2), then nothing
+    assert p.closed and p.close() == [Delta("response", "<|inner")] and p.close() == []
     r = p.result()
     assert r.content == "abc <|inner" == r.messages[0]["content"] and r.text == "abc <|inner"
     p = StreamParser("apertus-1.5")

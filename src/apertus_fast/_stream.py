@@ -816,9 +816,11 @@ class StreamParser:
         self._base = base + stop
 
     def close(self) -> list[Delta]:
-        """The end of the completion: decide what was held back; return the last deltas."""
+        """The end of the completion: decide what was held back; return the last deltas.
+        After a ParseError for invalid UTF-8 (which closed the parser), the deltas of the
+        text decoded before the bad byte; then, and after a close, ``[]``."""
         if self._closed:
-            return []
+            return self._flush()
         if self._decoder is not None:
             self._decode(b"", final=True)   # an incomplete sequence at the end raises
         self._finish()
@@ -859,8 +861,7 @@ class StreamParser:
             good = (held + data)[:exc.start].decode("utf-8")
             if good:
                 self._feed_text(good)
-            self._finish()
-            self._out = []
+            self._finish()   # (its deltas wait for close(), which returns them)
             raise error from None
         self._bytes_in += len(data)
         return text
@@ -960,6 +961,7 @@ class StreamParser:
         """The stream ended: decide the open calls / outputs / held run."""
         if self._mode == _M_CALLS:
             self._end_calls()
+            self._after_calls = False   # (cut off inside the list: not closed)
         elif self._mode == _M_GROUP:
             self._end_group()
         elif self._mode == _M_HELD:
@@ -1091,6 +1093,8 @@ class StreamParser:
         joined whole only once, where the group is decided."""
         held = self._held
         i = len(held)
+        if i == 1:   # (one chunk, as parse_completion reads it)
+            return held[0][a:b]
         end = self._held_n
         out = []
         while i > 0 and end > a:
@@ -1212,12 +1216,16 @@ class StreamParser:
     def finish_reason(self) -> str | None:
         """``"tool_calls"`` (the last tool-call list was closed by
         ``<|tools_suffix|>``, made at least one call in the completion, and no outputs
-        followed: the calls wait for their outputs), ``"stop"`` (the turn has ended),
-        or ``None`` (the completion stops inside the turn: cut off by a token limit,
-        or inside a call list). Final after :meth:`close`."""
+        followed: the calls wait for their outputs), ``"stop"`` (the turn has ended, or
+        the completion ends with the ``<|tools_suffix|>`` of a list that made no call
+        in it, such as ``[]``), or ``None`` (the completion stops inside the turn: cut
+        off by a token limit, or inside a call list). Final after :meth:`close`."""
         if self._waiting:
             return "tool_calls"
-        return "stop" if self._ended else None
+        # (_after_calls: the text so far ends with the <|tools_suffix|> of a list that
+        # made no call in the completion, where a server stops: _end_run clears it
+        # for a list that was cut off instead)
+        return "stop" if self._ended or self._after_calls else None
 
     def openai_delta(self, deltas) -> dict:
         """The deltas (of one :meth:`feed`) as the ``delta`` of an OpenAI
