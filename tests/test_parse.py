@@ -713,3 +713,41 @@ def test_non_json_arguments_holding_the_call_separator_are_outside_the_domain():
         parse(text, dialect="apertus-1.5")
     lenient = parse(text, dialect="apertus-1.5", strict=False)
     assert lenient.warnings and lenient.render() == text
+
+
+@pytest.mark.parametrize("dialect", ["apertus-1", "apertus-1.5"])
+def test_an_error_before_invalid_utf8_comes_first(dialect):
+    """The whole input was decoded before reading, so a bad byte anywhere hid an earlier
+    structural error (parse audit): strict errors are in document order."""
+    text = render([{"role": "user", "content": "hi"}], dialect=dialect, date="2026-01-01").encode()
+    broken = text.replace(b"<|user_end|>", b"<|assistant_end|>")
+    with pytest.raises(ParseError) as first:
+        parse(broken, dialect=dialect)
+    with pytest.raises(ParseError) as info:
+        parse(broken + b"\xff", dialect=dialect)
+    assert (info.value.offset, info.value.reason) == (first.value.offset, first.value.reason)
+    assert "not closed" in info.value.reason
+    with pytest.raises(ParseError) as info:     # a byte offset, in the text before the bad byte
+        parse("é<|user_end|>".encode() + b"\xff", dialect=dialect)
+    assert (info.value.offset, info.value.column, info.value.reason) == (2, 3, "missing system block")
+    # an end too early is no error before the bad byte: the bad byte is the error
+    with pytest.raises(ParseError) as info:
+        parse(text[:-5] + b"\xff", dialect=dialect)
+    assert (info.value.offset, info.value.reason) == (len(text) - 5, "invalid UTF-8")
+
+
+def test_lenient_parse_drops_a_character_cut_at_the_end():
+    """Bytes cut inside a character at the very end (a token limit) are read without
+    it, with a warning; lenient reading raised ParseError there, though it recovers
+    from every other truncation. Strict reading, and a bad byte elsewhere, still raise."""
+    d = "apertus-1.5"
+    text = render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "Grüezi 😀"}],
+                  dialect=d, date="2026-01-01", continue_assistant_message=True).encode()
+    for cut, dropped in ((text[:-1], 3), (text[:text.index("ü".encode()) + 1], 1)):
+        r = parse(cut, dialect=d, strict=False)
+        assert r.messages[-1]["content"] in ("Grüezi ", "Gr")
+        assert r.warnings[-1].endswith(f"the text ends inside a UTF-8 character: its {dropped} byte(s) dropped")
+        with pytest.raises(ParseError, match="invalid UTF-8"):
+            parse(cut, dialect=d)
+    with pytest.raises(ParseError, match="invalid UTF-8"):
+        parse(text[:-1] + b"!", dialect=d, strict=False)

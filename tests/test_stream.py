@@ -624,15 +624,36 @@ def test_finish_reason_is_tool_calls_only_for_calls_the_completion_made(dialect)
     assert (r.finish_reason, r.tool_calls, r.closed) == ("stop", [], True)
 
 
+def test_a_completion_cut_inside_a_character_is_read_without_it():
+    """Bytes cut inside a character at the end (a token limit): read without them, with
+    a warning, as parse(strict=False) reads them (close() raised, parse_completion
+    too, where lenient reading recovers from any other truncation: parse audit)."""
+    head = '<|tools_prefix|>[{"f": 1}]<|tools_suffix|>[sunny] Gr'
+    for partial in (b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98"):
+        cut = head.encode() + partial
+        p = StreamParser("apertus-1")
+        deltas = p.feed(cut) + p.close()
+        r = p.result()
+        assert (r.tool_outputs, r.content, r.finish_reason) == (["sunny"], " Gr", None)
+        assert spelled(deltas)[1] == " Gr"
+        assert r.warnings == [f"line 1, column {len(head) + 1}: the completion ends inside "
+                              f"a UTF-8 character: its {len(partial)} byte(s) dropped"]
+        once = parse_completion(cut, dialect="apertus-1")
+        assert (once.content, once.warnings) == (r.content, r.warnings)
+        lenient = parse(cut, dialect="apertus-1", strict=False)
+        assert lenient.messages[-1] == {"role": "assistant", "content": " Gr"}
+        assert lenient.warnings[-1].endswith("byte(s) dropped")
+
+
 def test_invalid_utf8_ends_the_stream_with_what_decoded_before_it():
-    """A byte stream cut inside a character (a token limit) or holding a bad byte: the
-    error closes the parser, and result() is the reading of the text decoded before
-    the bad byte, the held-back text included, as close() would finish it. Its fields
-    lacked what the parser held back while its messages had it (stream audit)."""
+    """A byte stream holding a bad byte: the error closes the parser, and result() is
+    the reading of the text decoded before the bad byte, the held-back text included,
+    as close() would finish it. Its fields lacked what the parser held back while its
+    messages had it (stream audit)."""
     p = StreamParser("apertus-1")
     p.feed(b'<|tools_prefix|>[{"f": 1}]<|tools_suffix|>[sunny] ok \xc3')
     with pytest.raises(ParseError):
-        p.close()
+        p.feed(b"(")
     r = p.result()
     assert (r.tool_outputs, r.content, r.finish_reason) == (["sunny"], " ok ", None)
     assert r.messages[1:] == [{"role": "tool", "content": "sunny"},
@@ -837,8 +858,9 @@ def test_result_mid_stream_waits_for_a_character_still_arriving():
     p.feed("😀".encode()[3:])
     assert p.result().reasoning == "café😀"
     p.feed(b"\xe2\x82")
-    with pytest.raises(ParseError):   # at the end, a cut character is an error
-        p.close()
+    # at the end, a cut character is dropped with a warning (lenient reading)
+    assert p.close() == [] and p.result().reasoning == "café😀"
+    assert p.result().warnings[-1].endswith("its 2 byte(s) dropped")
 
 
 def test_invalid_utf8_is_a_parse_error_that_says_where():
@@ -853,7 +875,7 @@ def test_invalid_utf8_is_a_parse_error_that_says_where():
     p = StreamParser("apertus-1")
     p.feed(b"ok \xe2\x82")
     with pytest.raises(ParseError) as info:
-        p.close()
+        p.feed(b"!")
     assert info.value.offset == 3
     with pytest.raises(ParseError):
         parse_completion(b"\xc0\x80", dialect="apertus-1")

@@ -1348,15 +1348,17 @@ def _valid_date(s):
 
 
 def _as_text(data):
+    """``(text, raw, error)``: the text, the bytes it came from (``None`` for a str),
+    and for invalid UTF-8 the decoding error, the text then being what decodes before
+    the bad byte."""
     if isinstance(data, str):
-        return plain_str(data)
+        return plain_str(data), None, None
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
         try:
-            return raw.decode("utf-8")
+            return raw.decode("utf-8"), raw, None
         except UnicodeDecodeError as exc:
-            raise ParseError.at(raw, exc.start, "invalid UTF-8", expected="valid UTF-8",
-                                found=utf8_found(raw, exc)) from None
+            return raw[:exc.start].decode("utf-8"), raw, exc
     raise TypeError(f"parse() takes str or UTF-8 bytes, not {type(data).__name__}")
 
 
@@ -1376,14 +1378,38 @@ def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True
 
     ``text`` as UTF-8 bytes: a :class:`ParseError`'s offset, line and column count
     bytes; the warnings' lines and columns count characters of the decoded text.
+    Invalid UTF-8 raises :class:`ParseError` (after any error in the text before it,
+    strict), except in lenient mode bytes cut inside a character at the very end (a
+    token limit), which are dropped with a warning.
     """
     d = get_dialect(dialect)
-    s = _as_text(text)
-    if strict and not isinstance(text, str):
+    s, raw, bad = _as_text(text)
+    if bad is not None:
+        if not strict and bad.end == len(raw) and bad.reason == "unexpected end of data":
+            # cut inside a character (a token limit): read without its bytes
+            result = _parse_text(s, d, strict, format)
+            err = ParseError.at(s, len(s), "")
+            result.warnings.append(
+                f"line {err.line}, column {err.column}: the text ends inside a UTF-8 "
+                f"character: its {len(raw) - bad.start} byte(s) dropped")
+            return result
+        error = ParseError.at(raw, bad.start, "invalid UTF-8", expected="valid UTF-8",
+                              found=utf8_found(raw, bad))
+        if strict:
+            # an error in the text before the bad byte comes first: strict errors are
+            # where the text stops being the start of any valid text, which the text
+            # before the bad byte tells (an end too early is not before it)
+            try:
+                _parse_text(s, d, True, format)
+            except ParseError as exc:
+                if exc.offset < len(s):
+                    raise _in_bytes(exc, s, raw[:bad.start]) from None
+        raise error
+    if strict and raw is not None:
         try:
             return _parse_text(s, d, strict, format)
         except ParseError as exc:   # (where in the bytes, as for invalid UTF-8)
-            raise _in_bytes(exc, s, bytes(text)) from None
+            raise _in_bytes(exc, s, raw) from None
     return _parse_text(s, d, strict, format)
 
 

@@ -817,12 +817,22 @@ class StreamParser:
 
     def close(self) -> list[Delta]:
         """The end of the completion: decide what was held back; return the last deltas.
-        After a ParseError for invalid UTF-8 (which closed the parser), the deltas of the
-        text decoded before the bad byte; then, and after a close, ``[]``."""
+        Bytes that end inside a character are dropped, with a warning. After a
+        ParseError for invalid UTF-8 (which closed the parser), the deltas of the text
+        decoded before the bad byte; then, and after a close, ``[]``."""
         if self._closed:
             return self._flush()
         if self._decoder is not None:
-            self._decode(b"", final=True)   # an incomplete sequence at the end raises
+            held = self._decoder.getstate()[0]
+            if held:
+                # the bytes end inside a character (a token limit cut it): read without
+                # them, as parse(strict=False) reads such text
+                self._decoder.reset()
+                text = "".join(self._chunks)
+                err = ParseError.at(text, len(text), "")
+                self._warnings.append(
+                    f"line {err.line}, column {err.column}: the completion ends inside a "
+                    f"UTF-8 character: its {len(held)} byte(s) dropped")
         self._finish()
         return self._flush()
 
