@@ -594,6 +594,24 @@ def test_lenient_bare_completion_and_think_tags():
     # strict mode reads <think> as text: content containing it round-trips
     messages = [{"role": "user", "content": "what is <think>?"}]
     assert roundtrip(messages, dialect="apertus-1.5").messages == messages
+    # lenient mode reads them so inside assistant turns only: in system, user and
+    # tool-output text they are text, as strict mode reads them (parse audit: a system
+    # prompt "use <think> tags" lost its text, the header and enable_thinking)
+    messages = [{"role": "system", "content": "use <think> tags"},
+                {"role": "user", "content": "what is <think>? and </think>"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "content": "<think>x</think>"},
+                {"role": "assistant", "content": "<think>hm</think>ok"}]
+    text = render(messages, dialect="apertus-1.5", date="2026-01-01")
+    assert parse(text, dialect="apertus-1.5").messages == messages
+    lenient = parse(text, dialect="apertus-1.5", strict=False, format="blocks")
+    assert lenient.messages[:2] == messages[:2]
+    assert lenient.messages[2]["content"]["blocks"][1:] == [
+        {"type": "tool_outputs", "outputs": [{"output": "<think>x</think>"}]},
+        {"type": "thoughts", "text": "hm"}, {"type": "response", "text": "ok"}]
+    assert [w.split(": ", 1)[1] for w in lenient.warnings] == [
+        "<think> read as <|inner_prefix|>", "</think> read as <|inner_suffix|>"]
 
 
 @pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])

@@ -596,15 +596,22 @@ class _Builder:
         self.format = ""
         mapped = []
         if not strict:
-            # Apertus 1.5 output may spell the reasoning delimiters <think> / </think>
+            # Apertus 1.5 output may spell the reasoning delimiters <think> / </think>:
+            # inside assistant turns (a bare completion is one), not in system, user
+            # or tool-output text, where they are text (as strict reading has them)
             events = array("q", events)
+            inside = True
             for j in range(0, len(events), 3):
-                if events[j] == _K_THINK_START:
-                    events[j] = _K_INNER_PREFIX
-                    mapped.append(j)
-                elif events[j] == _K_THINK_END:
-                    events[j] = _K_INNER_SUFFIX
-                    mapped.append(j)
+                k = events[j]
+                if k == _K_THINK_START or k == _K_THINK_END:
+                    if inside:
+                        events[j] = _K_INNER_PREFIX if k == _K_THINK_START else _K_INNER_SUFFIX
+                        mapped.append(j)
+                elif k == _K_ASSISTANT_START or k == _K_TOOL_OUTPUT_END:
+                    inside = True
+                elif (k == _K_ASSISTANT_END or k == _K_USER_START or k == _K_SYSTEM_START
+                      or k == _K_DEVELOPER_START or k == _K_TOOL_OUTPUT_START):
+                    inside = False
         self.ev = events
         self.n = len(events) // 3
         self.i = 0
@@ -639,7 +646,7 @@ class _Builder:
         return self.ev[3 * j + 2]
 
     def _has_reasoning(self):
-        # (lenient mode already mapped <think> / </think> to the delimiters)
+        # (lenient mode already mapped <think> / </think> in assistant turns)
         for j in range(self.n):
             k = self.ev[3 * j]
             if k == _K_INNER_PREFIX or k == _K_INNER_SUFFIX:
@@ -681,7 +688,8 @@ class _Builder:
         renderer only ever writes as content here (``<think>`` in strict mode, image /
         audio tokens outside user turns)."""
         k = self.kind(j)
-        # <think> tokens are still here only in strict mode (lenient mapped them)
+        # <think> tokens are still here in strict mode, and outside assistant turns
+        # in lenient mode (which mapped those inside them)
         return (k == _K_TEXT or k == _K_THINK_START or k == _K_THINK_END
                 or (not in_user and (k == _K_IMAGE or k == _K_AUDIO)))
 
