@@ -769,3 +769,28 @@ def test_lenient_parse_drops_a_character_cut_at_the_end():
             parse(cut, dialect=d)
     with pytest.raises(ParseError, match="invalid UTF-8"):
         parse(text[:-1] + b"!", dialect=d, strict=False)
+
+
+@pytest.mark.parametrize("dialect", ["apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("thinking", [False, True])
+def test_a_developer_block_cut_off_expects_the_rest_of_its_lines(dialect, thinking):
+    """Cut inside the developer block's fixed lines, the text expected the rest of
+    them, not <|developer_end|> (which there would not make it valid: parse audit);
+    a block that stops being one is reported there, before a missing end after it."""
+    for tools in (None, [{"name": "f", "description": "d"}]):
+        text = render([], dialect=dialect, tools=tools, enable_thinking=thinking, date="2026-01-01")
+        start = text.index("<|developer_start|>") + len("<|developer_start|>")
+        end = text.index("<|developer_end|>")
+        fixed = end if tools is None else text.index("Tool Capabilities:\n") + len("Tool Capabilities:\n")
+        for cut in range(start, end + 1):
+            with pytest.raises(ParseError) as info:
+                parse(text[:cut], dialect=dialect)
+            err = info.value
+            assert (err.offset, err.reason, err.found) == (cut, "text ends too early", "end of text")
+            if cut < fixed:
+                assert "Deliberation" in err.expected or "Tool Capabilities" in err.expected, (cut, err)
+            else:
+                assert err.expected == "<|developer_end|>", (cut, err)
+    with pytest.raises(ParseError) as info:
+        parse(text[:start] + "Deliberation: x", dialect=dialect)
+    assert (info.value.offset, info.value.reason) == (start + len("Deliberation: "), "malformed developer block")

@@ -778,8 +778,11 @@ class _Builder:
         dev_at = self.i
         developer, self.i = self.take_text(self.i)
         dev_end = self.i
-        self.expect(_K_DEVELOPER_END, "<|developer_end|>")
+        # (its text first: where it stops being a developer block comes before a
+        # missing <|developer_end|> after it, and a block cut off inside its fixed
+        # lines expects the rest of them, not <|developer_end|>)
         self.developer(developer, dev_at, dev_end, result)
+        self.expect(_K_DEVELOPER_END, "<|developer_end|>")
 
     def system(self, system, result):
         d = self.d
@@ -806,18 +809,22 @@ class _Builder:
         elif dev.startswith(_DELIB_OFF):
             rest = dev[len(_DELIB_OFF):]
         else:
-            self.recover(stop, "malformed developer block",
-                         "'Deliberation: enabled' or 'Deliberation: disabled'",
-                         base + _shared_prefix(dev, _DELIB_ON, _DELIB_OFF))
+            at = base + _shared_prefix(dev, _DELIB_ON, _DELIB_OFF)
+            self.recover(stop, self._malformed(at), "'Deliberation: enabled' or "
+                         "'Deliberation: disabled'", at)
             return
         if rest == _TOOLS_OFF:
             result.tools_text = None
         elif rest.startswith(_TOOLS_ON):
             result.tools_text = rest[len(_TOOLS_ON):]
         else:
-            self.recover(stop, "malformed developer block",
-                         "'Tool Capabilities: disabled' or 'Tool Capabilities:' and the tools",
-                         base + len(dev) - len(rest) + _shared_prefix(rest, _TOOLS_OFF, _TOOLS_ON))
+            at = base + len(dev) - len(rest) + _shared_prefix(rest, _TOOLS_OFF, _TOOLS_ON)
+            self.recover(stop, self._malformed(at), "'Tool Capabilities: disabled' or "
+                         "'Tool Capabilities:' and the tools", at)
+
+    def _malformed(self, at):
+        """The reason for a developer block that stops being one at ``at``."""
+        return "text ends too early" if at >= len(self.text) else "malformed developer block"
 
     # -- turns --------------------------------------------------------------
     def turns(self, result):
