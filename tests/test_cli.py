@@ -1293,7 +1293,16 @@ class FakeParsed:
 
 
 def fake_parse(text, *, dialect=DEFAULT_DIALECT, strict=True):
-    """Fails at the first "BAD" (strict) or recovers from it with a warning."""
+    """Fails at the first "BAD" (strict) or recovers from it with a warning. Raw files
+    come as bytes, as parse() takes them: invalid UTF-8 is its error."""
+    if isinstance(text, bytes):
+        from apertus_fast._lex import utf8_found
+
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError.at(text, exc.start, "invalid UTF-8", expected="valid UTF-8",
+                                found=utf8_found(text, exc)) from None
     assert isinstance(text, str) and dialect in DIALECTS
     i = text.find("BAD")
     if i >= 0:
@@ -1388,8 +1397,24 @@ def test_parse_raw_invalid_utf8(tmp_path, fake_parser, capsys, bom, command):
     src.write_bytes(bom + b"<s>ok\nbad \xff here")
     assert cli.main([command, str(src)]) == 1
     captured = capsys.readouterr()
-    assert (f"{src}:2: line 2, column 5 (offset 10): invalid UTF-8 (invalid start byte); "
-            "near '<s>ok\\nbad \ufffd here'\n") in captured.err + captured.out
+    assert (f"{src}:2: line 2, column 5 (offset 10): invalid UTF-8; expected valid UTF-8; "
+            "found invalid start byte: ff; near '<s>ok\\nbad \ufffd here'\n") in captured.err + captured.out
+
+
+@pytest.mark.parametrize("command", ["parse", "validate"])
+def test_raw_input_counts_bytes_and_reports_the_first_error(tmp_path, capsys, command):
+    """A raw file was decoded before parsing: structural errors counted characters,
+    invalid UTF-8 bytes, and a bad byte hid an earlier structural error (parse audit).
+    It is parsed as bytes, as parse(bytes) is: one unit, the first error."""
+    src = tmp_path / "r.txt"
+    src.write_bytes("é<|user_end|>".encode())
+    assert cli.main([command, "--dialect", "apertus-1.5", str(src)]) == 1
+    first = "".join(capsys.readouterr())   # (validate reports on stdout)
+    assert f"{src}:1: line 1, column 3 (offset 2): missing system block" in first, first
+    src.write_bytes("é<|user_end|>".encode() + b"\xff")
+    assert cli.main([command, "--dialect", "apertus-1.5", str(src)]) == 1
+    second = "".join(capsys.readouterr())
+    assert f"{src}:1: line 1, column 3 (offset 2): missing system block" in second, second
 
 
 def test_validate_plumbing(tmp_path, fake_parser, capsys):
@@ -1523,8 +1548,8 @@ def test_parse_errors_end_to_end(tmp_path, capsys):
     raw = tmp_path / "bad.txt"
     raw_text = RENDERED_15.read_text(encoding="utf-8").replace("<|user_end|>", "<|user_start|>", 1)
     raw.write_text(raw_text, encoding="utf-8", newline="")
-    with pytest.raises(ParseError) as info:
-        parse(raw_text, dialect="apertus-1.5")
+    with pytest.raises(ParseError) as info:   # (a raw file is read as bytes: parse's offsets)
+        parse(raw_text.encode(), dialect="apertus-1.5")
     e = info.value
     assert cli.main(["parse", str(raw), "--dialect", "apertus-1.5"]) == 1
     assert (f"{raw}:{e.line}: line {e.line}, column {e.column} (offset {e.offset}): {e.reason}"

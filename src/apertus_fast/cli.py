@@ -1103,16 +1103,12 @@ def _read_raw(head: list[bytes], rest) -> bytes:
     return b"".join(head) + b"".join(rest)
 
 
-def _decode_raw(data: bytes) -> str:
-    """UTF-8 text of a raw file (a leading BOM is no text); raises ParseError at the
-    first undecodable byte."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]  # (where a parse error counts from, too)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # (line, column and offset of this error count bytes: the text has no characters yet)
-        raise ParseError.at(data, exc.start, f"invalid UTF-8 ({exc.reason})") from None
+def _raw_text(data: bytes) -> bytes:
+    """The UTF-8 text of a raw file, as the bytes parse() reads (a leading BOM is no
+    text: errors count from the byte after it). Given bytes, parse() counts every
+    error in bytes, invalid UTF-8 as a malformed structure (which counted characters
+    when the file was decoded first), and reports the first in the file."""
+    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
 
 
 def _text_of(value) -> str:
@@ -1562,7 +1558,7 @@ def _cmd_parse(args) -> int:
                     data = _read_raw(head, rest)
                     counts.nbytes = len(data)
                     try:
-                        result = _load_parse()(_decode_raw(data), dialect=dialect,
+                        result = _load_parse()(_raw_text(data), dialect=dialect,
                                                strict=handler.strict)
                     except ParseError as exc:
                         report.error(exc.line, _parse_error_reason(exc))
@@ -1717,17 +1713,13 @@ def _cmd_validate(args) -> int:
                 counts.nbytes = len(data)
                 counts.lines = 1
                 try:
-                    text = _decode_raw(data)
-                except ParseError as exc:
+                    result = _load_parse()(_raw_text(data), dialect=dialect,
+                                           strict=handler.strict)
+                except ParseError as exc:  # (reported at its line in the file)
                     report.error(exc.line, _parse_error_reason(exc))
                 else:
-                    try:
-                        result = _load_parse()(text, dialect=dialect, strict=handler.strict)
-                    except ParseError as exc:  # (reported at its line in the file)
-                        report.error(exc.line, _parse_error_reason(exc))
-                    else:
-                        for w in result.warnings:
-                            report.warning(_warning_line(w), w)
+                    for w in result.warnings:
+                        report.warning(_warning_line(w), w)
             else:
                 _run(args, src, handler, sink, counts)
         finally:
