@@ -6,5 +6,5 @@ cimport cython
 
 @cython.locals(n=Py_ssize_t, count=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, last=Py_ssize_t,
                start=Py_ssize_t, end=Py_ssize_t, k_start=Py_ssize_t, k_end=Py_ssize_t,
-               starts=list, ends=list, mask=list, check=bint)
+               starts=list, ends=list, mask=list, check=bint, read=dict)
 cpdef list token_mask(spans, offsets)

@@ -61,13 +61,21 @@ def token_mask(spans, offsets):
     k_start = k_end = 0
     last = 0        # the last token's start
     check = not _COMPILED  # compiled, the C integers check the type themselves
+    read = None     # pairs that are neither tuples nor lists, read into tuples, by index
     i = 0
     try:
         if n:       # ... and its bounds
             k_start = starts[0]
             k_end = ends[0]
         for i in range(count):
-            start, end = offsets[i]
+            pair = offsets[i]
+            if type(pair) is not tuple and type(pair) is not list:
+                # (read once, and kept: the fallback below reads the pairs again, and
+                # an iterator can be read only once)
+                if read is None:
+                    read = {}
+                pair = read[i] = tuple(pair)
+            start, end = pair
             if check and (type(start) is not int or type(end) is not int):
                 start = index(start)
                 end = index(end)
@@ -94,7 +102,9 @@ def token_mask(spans, offsets):
         # compiled only: an offset or a span's bound beyond a C ssize_t. The loop only
         # compares bounds, so each is replaced by its rank among them all: the same
         # answer, in integers that fit (so this recursion goes one level deep).
-        # (from the bounds read: spans given as an iterator are used up)
+        # (from the bounds and the pairs read: an iterator is used up)
+        if read is not None:
+            offsets = [read.get(j, pair) for j, pair in enumerate(offsets)]
         return token_mask(*_ranked(list(zip(starts, ends)), offsets))
     except (TypeError, ValueError):
         raise _offset_error(offsets, i) from None
