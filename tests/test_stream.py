@@ -1199,3 +1199,21 @@ def test_laws_on_generated_completions(dialect, data):
     cuts = data.draw(st.one_of(st.lists(st.integers(0, len(body) - cut), max_size=16),
                                st.just(range(len(body) - cut + 1))), label="chunks")
     check_laws(dialect, "<|assistant_start|>", body, cut, cuts, data)
+
+
+def test_think_inside_tool_outputs_is_output_text_in_the_stream_too():
+    """Lenient reading keeps <think> inside a <|tool_output_start|> group as text of the
+    outputs (docs/format.md, 15); the stream read it as reasoning, so its deltas and
+    fields contradicted its own messages (review finding; the law tests found
+    '<|tool_output_start|><think>')."""
+    for text, output in [("<|tool_output_start|><think>why</think>sunny<|tool_output_end|>ok",
+                          "<think>why</think>sunny"),
+                         ("<|tool_output_start|><think>", "<think>")]:
+        per_char, p = feed_chars(text, dialect="apertus-1.5")
+        deltas = [d for ds in per_char for d in ds]
+        r = p.result()
+        assert spelled(deltas)[3] == r.tool_outputs == [output]
+        assert r.reasoning == "" and r.format == "string"
+        assert {"role": "tool", "content": output} in r.messages
+        once = parse_completion(text, dialect="apertus-1.5")
+        assert (once.tool_outputs, once.messages) == (r.tool_outputs, r.messages)

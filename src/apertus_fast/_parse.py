@@ -588,7 +588,9 @@ _NEED_BLOCKS = ("format='string' cannot represent an empty call list ([]), nor, 
 
 
 class _Builder:
-    def __init__(self, text, events, d, strict, fmt):
+    def __init__(self, text, events, d, strict, fmt, turn=False):
+        """``turn``: the text is read as one assistant turn (``build_turn``), not as a
+        conversation (``build``)."""
         text = plain_str(text)
         self.text = text
         self.d = d
@@ -600,18 +602,36 @@ class _Builder:
             # inside assistant turns (a bare completion is one), not in system, user
             # or tool-output text, where they are text (as strict reading has them)
             events = array("q", events)
-            inside = True
+            inside = True    # in an assistant turn (a bare completion is one) ...
+            if not turn:     # ... unless the text starts with the header (header())
+                for j in range(0, len(events), 3):
+                    k = events[j]
+                    if k == _K_SYSTEM_START:
+                        inside = False
+                    if not (k == _K_TEXT or k == _K_BOS or k == _K_THINK_START
+                            or k == _K_THINK_END or k == _K_IMAGE or k == _K_AUDIO):
+                        break
+            group = False    # in a tool-output group there (output_group's extent)
             for j in range(0, len(events), 3):
                 k = events[j]
+                if group:
+                    if k == _K_TEXT or k == _K_THINK_START or k == _K_THINK_END or \
+                            k == _K_IMAGE or k == _K_AUDIO:
+                        continue   # text of the outputs
+                    group = False
+                    if k == _K_TOOL_OUTPUT_END:
+                        continue
                 if k == _K_THINK_START or k == _K_THINK_END:
                     if inside:
                         events[j] = _K_INNER_PREFIX if k == _K_THINK_START else _K_INNER_SUFFIX
                         mapped.append(j)
-                elif k == _K_ASSISTANT_START or k == _K_TOOL_OUTPUT_END:
+                elif k == _K_TOOL_OUTPUT_START:
+                    group = inside and d.tool_output_open != "["
+                elif k == _K_ASSISTANT_START:
                     inside = True
-                elif (k == _K_ASSISTANT_END or k == _K_USER_START or k == _K_SYSTEM_START
-                      or k == _K_DEVELOPER_START or k == _K_TOOL_OUTPUT_START):
+                elif k == _K_ASSISTANT_END or k == _K_USER_START:
                     inside = False
+                # (any other token in a turn is skipped, with a warning: it ends none)
         self.ev = events
         self.n = len(events) // 3
         self.i = 0

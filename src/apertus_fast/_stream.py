@@ -896,6 +896,10 @@ class StreamParser:
         if mode == _M_DONE:
             return
         self._astart = False    # (one was not the last event: an unexpected token)
+        if mode == _M_GROUP and (k == _THINK_START or k == _THINK_END):
+            # text of the tool outputs, as the builder reads it (docs/format.md, 15)
+            self._group.append("<think>" if k == _THINK_START else "</think>")
+            return
         if k == _THINK_START:
             k = _INNER_PREFIX
         elif k == _THINK_END:
@@ -1284,22 +1288,31 @@ class StreamParser:
         return Completion._build(self, text)
 
 
-def _turn_format(events, fmt: str) -> tuple[str, int]:
-    """The messages' format for the turn, and the index of its last event: "blocks"
-    under "auto" when reasoning delimiters appear before the turn ends."""
+def _turn_format(events, fmt: str) -> tuple[str, int, bool]:
+    """The messages' format for the turn, the index of its last event, and whether
+    reasoning delimiters appear before the turn ends (then "blocks" under "auto")."""
     n = len(events) // 3
     end = n
     reasoning = False
+    group = False   # in a tool-output group, whose <think> is text (the builder's reading)
     for j in range(n):
         k = events[3 * j]
+        if group:
+            if k in _TEXTUAL or k == _THINK_START or k == _THINK_END:
+                continue
+            group = False
+            if k == _TOOL_OUTPUT_END:
+                continue
         if k == _ASSISTANT_END or k == _USER_START or (k == _ASSISTANT_START and j == n - 1):
             end = j
             break
         if k in (_INNER_PREFIX, _INNER_SUFFIX, _THINK_START, _THINK_END):
             reasoning = True
+        elif k == _TOOL_OUTPUT_START:
+            group = True
     if fmt == "auto":
         fmt = "blocks" if reasoning else "string"
-    return fmt, end
+    return fmt, end, reasoning
 
 
 class Completion:
@@ -1347,10 +1360,10 @@ class Completion:
             events[0] = _TEXT
         self._events = events
         self._blocks = None
-        fmt, _end = _turn_format(events, parser.format)
+        fmt, _end, reasoning = _turn_format(events, parser.format)
         group_end = parser._emit_from if parser._prompt_closed_group else -1
         self._group_end = group_end
-        builder = _Builder(text, events, d, False, fmt)
+        builder = _Builder(text, events, d, False, fmt, True)
         builder.group_end = group_end
         try:
             closed, rest = builder.build_turn()
@@ -1358,12 +1371,11 @@ class Completion:
             if parser.format != "auto":
                 raise ValueError(_NEED_BLOCKS) from None
             fmt = "blocks"
-            builder = _Builder(text, events, d, False, fmt)
+            builder = _Builder(text, events, d, False, fmt, True)
             builder.group_end = group_end
             closed, rest = builder.build_turn()
         if fmt == "string" and parser.format == "string":
-            if any(events[j] in (_INNER_PREFIX, _INNER_SUFFIX, _THINK_START, _THINK_END)
-                   for j in range(0, 3 * _end, 3)):
+            if reasoning:
                 raise ValueError("format='string' cannot represent reasoning; use 'blocks' "
                                  "or 'auto'")
         self.format = fmt
@@ -1384,7 +1396,7 @@ class Completion:
         ``tool_outputs``, ``response``), whatever :attr:`format` the messages use."""
         if self._blocks is None:
             builder = _Builder(self.text, self._events, get_dialect(self.dialect), False,
-                               "blocks")
+                               "blocks", True)
             builder.group_end = self._group_end
             builder.build_turn()
             self._blocks = [block for m in builder.messages if m["role"] == "assistant"
