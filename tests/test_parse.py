@@ -794,3 +794,24 @@ def test_a_developer_block_cut_off_expects_the_rest_of_its_lines(dialect, thinki
     with pytest.raises(ParseError) as info:
         parse(text[:start] + "Deliberation: x", dialect=dialect)
     assert (info.value.offset, info.value.reason) == (start + len("Deliberation: "), "malformed developer block")
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_a_bad_byte_anywhere_in_a_valid_text_is_the_error(dialect):
+    """The text before a bad byte is the start of a valid text: the error is the bad
+    byte, wherever it is, also right after the start of a token ("<|de" then the byte
+    was 'unexpected text' at the "<": review finding, 66 of 403 positions)."""
+    outputs = [{"output": "o"}] if dialect == "apertus-1.5" else ["o"]
+    messages = [{"role": "user", "content": "Hi é"}, {"role": "assistant", "content": {"blocks": [
+        {"type": "thoughts", "text": "t"},
+        {"type": "tool_calls", "calls": [{"name": "f", "arguments": '{"a": 1}'}]},
+        {"type": "tool_outputs", "outputs": outputs}, {"type": "response", "text": "r"}]}}]
+    tools = [{"name": "f", "description": "d", "parameters": {
+        "type": "object", "properties": {"a": {"type": "number"}}}}]
+    text = render(messages, dialect=dialect, date="2026-01-01", enable_thinking=True,
+                  tools=tools).encode()
+    inside = text.index("é".encode()) + 1   # (there the bad sequence starts a byte earlier)
+    for at in range(len(text) + 1):
+        with pytest.raises(ParseError) as info:
+            parse(text[:at] + b"\xff" + text[at:], dialect=dialect)
+        assert (info.value.offset, info.value.reason) == (at - (at == inside), "invalid UTF-8"), at

@@ -1397,6 +1397,18 @@ def _as_text(data):
     raise TypeError(f"parse() takes str or UTF-8 bytes, not {type(data).__name__}")
 
 
+def _token_start_at_end(s, d):
+    """The length of the longest end of ``s`` that a special token of ``d`` (or
+    ``<s>``) begins with, but is not."""
+    spellings = [*d.tokens, "<s>"]
+    longest = max(len(t) for t in spellings) - 1
+    for k in range(min(len(s), longest), 0, -1):
+        end = s[len(s) - k:]
+        if any(t.startswith(end) and t != end for t in spellings):
+            return k
+    return 0
+
+
 def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True,
           format: str = "auto") -> ParsedConversation:
     """Parse rendered Apertus text back into the conversation that renders to it.
@@ -1433,12 +1445,14 @@ def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True
         if strict:
             # an error in the text before the bad byte comes first: strict errors are
             # where the text stops being the start of any valid text, which the text
-            # before the bad byte tells (an end too early is not before it)
+            # before the bad byte tells, without its end that may begin a token
+            # ("<|de" before the bad byte is no error yet); an end too early is none
+            head = s[:len(s) - _token_start_at_end(s, d)]
             try:
-                _parse_text(s, d, True, format)
+                _parse_text(head, d, True, format)
             except ParseError as exc:
-                if exc.offset < len(s):
-                    raise _in_bytes(exc, s, raw[:bad.start]) from None
+                if exc.offset < len(head):
+                    raise _in_bytes(exc, head, raw[:len(head.encode("utf-8"))]) from None
         raise error
     if strict and raw is not None:
         try:
