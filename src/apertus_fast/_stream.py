@@ -1231,8 +1231,8 @@ class StreamParser:
         """``"tool_calls"`` (the last tool-call list was closed by
         ``<|tools_suffix|>``, made at least one call in the completion, and no outputs
         followed: the calls wait for their outputs), ``"stop"`` (the turn has ended, or
-        the completion ends with the ``<|tools_suffix|>`` of a list that made no call
-        in it, such as ``[]``), or ``None`` (the completion stops inside the turn: cut
+        the text ends with a ``<|tools_suffix|>`` whose list made no call in the
+        completion: ``[]``, malformed, or the prompt's own), or ``None`` (the completion stops inside the turn: cut
         off by a token limit, or inside a call list). Final after :meth:`close`."""
         if self._waiting:
             return "tool_calls"
