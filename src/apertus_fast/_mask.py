@@ -142,27 +142,24 @@ def _ranked(spans, offsets):
     which keeps every comparison between two bounds, and so every answer (clamping
     them to a ``ssize_t`` did not: ``(2**70, 2**71)`` became empty). (The loop's
     first comparison, with 0, may change: for spans that are sorted and disjoint,
-    which ``_span_bounds`` checked, it does not change the answer.)"""
-    spans = _pairs(spans, "spans")
+    which ``_span_bounds`` checked, it does not change the answer.) ``spans``: the
+    checked pairs of ints; ``offsets``: as the caller gave them."""
     offsets = _pairs(offsets)
     rank = {v: r for r, v in enumerate(sorted({v for pair in spans + offsets for v in pair}))}
     return ([(rank[a], rank[b]) for a, b in spans],
             [(rank[a], rank[b]) for a, b in offsets])
 
 
-def _pairs(pairs, what="offsets"):
-    """``pairs`` (the offsets, or the spans) as a list of pairs of ints, or the
-    TypeError that names the first that is not one."""
+def _pairs(offsets):
+    """``offsets`` as a list of pairs of ints, or the TypeError that names the first
+    that is not one."""
     out = []
-    for i, pair in enumerate(pairs):
+    for i, pair in enumerate(offsets):
         try:
             start, end = pair
             out.append((index(start), index(end)))
         except (TypeError, ValueError):
-            if what == "offsets":
-                raise _offset_error(pairs, i) from None
-            raise TypeError(f"{what}[{i}] = {shown(pair, 80)}: expected a (start, end) pair of "
-                            "integers") from None
+            raise _offset_error(offsets, i) from None
     return out
 
 
