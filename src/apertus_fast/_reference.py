@@ -22,6 +22,10 @@ import importlib.util
 import sys
 import types
 
+#: The reference package's modules, served by apertus-fast's of the same name (the
+#: package's list, which its lazy attributes use too)
+from . import _REFERENCE_MODULES as REFERENCE_MODULES
+
 #: The reference package's ``__all__``, in its order.
 REFERENCE_ALL = (
     "Message", "Conversation", "ApertusFormatter",
@@ -30,9 +34,6 @@ REFERENCE_ALL = (
     "Role", "BlockType", "ContentFormat", "SectionType",
     "__version__",
 )
-
-#: The reference package's modules, served by apertus-fast's of the same name.
-REFERENCE_MODULES = ("enums", "models", "formatter")
 
 NAME = "apertus_format"
 
