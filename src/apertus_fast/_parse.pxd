@@ -10,7 +10,7 @@ cdef int _K_TOOLS_SUFFIX, _K_TOOL_OUTPUT_START, _K_TOOL_OUTPUT_END, _K_IMAGE, _K
 cdef int _K_THINK_START, _K_THINK_END
 
 cdef bint _COMPILED
-cdef Py_ssize_t _json_end(str s, Py_ssize_t pos) except -2
+cdef Py_ssize_t _json_end(str s, Py_ssize_t pos, dict memo=*) except -2
 @cython.locals(c=Py_UCS4)
 cdef Py_ssize_t _json_ws(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(c=Py_UCS4, j=Py_ssize_t)
@@ -18,17 +18,20 @@ cdef Py_ssize_t _json_string_end(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(start=Py_ssize_t, c=Py_UCS4, digits=Py_ssize_t, is_float=bint, e=Py_ssize_t,
                limit=Py_ssize_t)
 cdef Py_ssize_t _json_number_end(str s, Py_ssize_t i, Py_ssize_t n) except -2
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, c=Py_UCS4, stack=list)
 cdef str _json_word(Py_UCS4 c)
-cdef Py_ssize_t _json_skip(str s, Py_ssize_t pos) except -2
+@cython.locals(starts=list, end=Py_ssize_t, start=Py_ssize_t)
+cdef Py_ssize_t _json_skip(str s, Py_ssize_t pos, dict memo=*) except -2
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, c=Py_UCS4, stack=list, start=Py_ssize_t)
+cdef Py_ssize_t _json_scan(str s, Py_ssize_t pos, dict memo, list starts) except -2
 cdef Py_ssize_t _json_key(str s, Py_ssize_t i, Py_ssize_t n) except -2
 @cython.locals(pos=Py_ssize_t, n=Py_ssize_t, end=Py_ssize_t, close=Py_ssize_t)
 cdef tuple _output_group(str run)
 @cython.locals(calls=list, pos=Py_ssize_t, last=Py_ssize_t, colon=Py_ssize_t,
-               args_start=Py_ssize_t, end=Py_ssize_t, nxt=Py_ssize_t, args_end=Py_ssize_t)
+               args_start=Py_ssize_t, end=Py_ssize_t, nxt=Py_ssize_t, args_end=Py_ssize_t,
+               memo=dict)
 cdef tuple _read_calls(str body)
 @cython.locals(calls=list, n=Py_ssize_t, pos=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t,
-               nxt=Py_ssize_t)
+               nxt=Py_ssize_t, memo=dict)
 cdef tuple _salvage(str raw)
 @cython.locals(call=tuple, args=str)
 cdef bint _all_json(list calls) except -1

@@ -187,11 +187,12 @@ class ParsedConversation:
 _COMPILED = not __file__.endswith(".py")
 
 
-def _json_end(s, pos):
+def _json_end(s, pos, memo=None):
     """End of the JSON value starting exactly at ``pos``, or -1 (where
-    ``json.JSONDecoder().raw_decode(s, pos)`` raises)."""
-    if _COMPILED:
-        return _json_skip(s, pos)
+    ``json.JSONDecoder().raw_decode(s, pos)`` raises). With a ``memo`` (a dict kept
+    for one ``s``, see :func:`_json_skip`) the skipper answers, in both builds."""
+    if _COMPILED or memo is not None:
+        return _json_skip(s, pos, memo)
     if pos >= len(s) or s[pos] not in _JSON_START:
         return -1
     try:
@@ -305,10 +306,31 @@ def _json_word(c):
     return "Infinity"
 
 
-def _json_skip(s, pos):
+def _json_skip(s, pos, memo=None):
     """End of the JSON value starting exactly at ``pos``, or -1: what
     ``json.JSONDecoder().raw_decode(s, pos)`` answers (-1 where it raises), found
-    without building the value and without recursion (so at any depth)."""
+    without building the value and without recursion (so at any depth).
+
+    ``memo`` (a dict, or None) remembers for ``s`` where the containers the skipper
+    has read end: ``{start: end}``, ``-1`` for one that is not JSON. A value's reading
+    does not depend on what surrounds it, so a later call that meets a container
+    already read jumps over it. The call-list readers try the arguments of every
+    call, and text that is not of the written form can start them inside an earlier
+    call's unfinished arguments, each time one container further in; without the
+    memo every try read the text to its end again (quadratic)."""
+    if memo is None:
+        return _json_scan(s, pos, None, None)
+    starts = []
+    end = _json_scan(s, pos, memo, starts)
+    if end < 0:     # every container still open holds the spot where it failed
+        for start in starts:
+            memo[start] = -1
+    return end
+
+
+def _json_scan(s, pos, memo, starts):
+    """:func:`_json_skip`'s reading; with a memo, ``starts`` holds where each open
+    container starts (the stack's ``{`` and ``[``)."""
     n = len(s)
     stack = []      # the open containers: True for an object, False for an array
     i = pos
@@ -321,21 +343,31 @@ def _json_skip(s, pos):
             i = _json_string_end(s, i + 1, n)
             if i < 0:
                 return -1
+        elif (c == "{" or c == "[") and memo is not None and i in memo:
+            i = memo[i]
+            if i < 0:
+                return -1
         elif c == "{":
+            start = i
             i = _json_ws(s, i + 1, n)
             if i < n and s[i] == "}":
                 i += 1
             else:
+                if memo is not None:
+                    starts.append(start)
                 i = _json_key(s, i, n)
                 if i < 0:
                     return -1
                 stack.append(True)
                 continue
         elif c == "[":
+            start = i
             i = _json_ws(s, i + 1, n)
             if i < n and s[i] == "]":
                 i += 1
             else:
+                if memo is not None:
+                    starts.append(start)
                 stack.append(False)
                 continue
         elif c in "ntfNI" and s.startswith(_json_word(c), i):
@@ -358,6 +390,8 @@ def _json_skip(s, pos):
                 if c == "}":
                     stack.pop()
                     i += 1
+                    if memo is not None:
+                        memo[starts.pop()] = i
                     continue
                 if c != ",":
                     return -1
@@ -368,6 +402,8 @@ def _json_skip(s, pos):
             if c == "]":
                 stack.pop()
                 i += 1
+                if memo is not None:
+                    memo[starts.pop()] = i
                 continue
             if c != ",":
                 return -1
@@ -388,9 +424,9 @@ def _json_key(s, i, n):
     return _json_ws(s, i + 1, n)
 
 
-def _skip_json_value(s, pos=0):
+def _skip_json_value(s, pos=0, memo=None):
     """Tests: ``_json_skip`` (compiled or not), which ``_json_end`` uses compiled."""
-    return _json_skip(s, pos)
+    return _json_skip(s, pos, memo)
 
 
 def split_tool_outputs(inner: str) -> list:
@@ -502,6 +538,7 @@ def _read_calls(body):
     calls = []
     pos = 1
     last = len(body) - 1  # index of the final "]"
+    memo = None     # from the first arguments not read as JSON on (see _json_skip)
     while True:
         if not body.startswith('{"', pos):
             if body.startswith("{", pos):   # (the "{" is right; what follows is not)
@@ -512,11 +549,13 @@ def _read_calls(body):
             return None, pos + 2, 3
         name = body[pos + 2:colon]
         args_start = colon + 3
-        end = _json_end(body, args_start)
+        end = _json_end(body, args_start, memo)
         if end > 0 and body.startswith("}", end) and (
                 end + 1 == last or body.startswith(', {"', end + 1)):
             args_end = end
         else:
+            if memo is None:
+                memo = {}
             nxt = body.find('}, {"', args_start)
             if nxt >= 0:
                 args_end = nxt
@@ -1181,13 +1220,16 @@ def _salvage(raw):
     pos = _json_ws(raw, 0, n)
     if pos < n and raw[pos] == "[":
         pos = _json_ws(raw, pos + 1, n)
+    memo = None     # from the first arguments not read as JSON on (see _json_skip)
     while True:
         m = _CALL_HEAD.match(raw, pos)
         if m is None:
             return calls, False
         start = m.end()
-        end = _json_end(raw, start)
+        end = _json_end(raw, start, memo)
         if end < 0:
+            if memo is None:
+                memo = {}
             nxt = raw.find('}, {"', start)
             # (a separator that no call follows is part of these arguments: "x}, {\"y")
             while nxt >= 0 and _CALL_HEAD.match(raw, nxt + 3) is None:
