@@ -578,6 +578,35 @@ def test_token_mask_rejects_spans_that_are_not_sorted_disjoint_pairs_of_integers
     assert _MASKS[impl]([(0, 2), (2, 4)], [(1, 2), (3, 5), (4, 6)]) == [True, True, False]
 
 
+@pytest.mark.parametrize("spans, error, names", [
+    ([(0, 5), (3, 8)], ValueError, "spans[1] = (3, 8) starts before spans[0] ends (5)"),
+    ([(-3, 2)], ValueError, "spans[0] = (-3, 2) starts before the text"),
+    ([(0.0, 2.0)], TypeError, "spans[0] = (0.0, 2.0): expected a (start, end) pair of integers"),
+    (["ab"], TypeError, "spans[0] = 'ab': expected a (start, end) pair of integers"),
+    ([(2, 2)], ValueError, "spans[0] = (2, 2) is empty"),
+    ([(0, 2), (4, 8)], ValueError, "spans[1] = (4, 8) ends after the text (6 characters)"),
+])
+@pytest.mark.parametrize("text", ["abcdéf", "abcdef"])
+def test_byte_spans_check_the_spans_as_the_character_mask_does(spans, error, names, text):
+    """``byte_spans()`` (and so ``token_mask(..., utf8=True)``) converted whatever spans
+    a hand-built Rendered held: overlapping ones and ones past the text became other
+    byte spans and a mask, a negative one was reported as the span it became, a float
+    one raised "slice indices must be integers" (odd-input audit). They are checked
+    as the character mask checks them, and must lie within the text."""
+    rendered = Rendered(text, spans)
+    for call in (rendered.byte_spans, lambda: rendered.token_mask([(0, 1)], utf8=True)):
+        with pytest.raises(error) as info:
+            call()
+        assert names in str(info.value)
+    if "the text" not in names:   # the character mask says the same
+        with pytest.raises(error) as info:
+            rendered.token_mask([(0, 1)])
+        assert names in str(info.value)
+    # spans as lists are pairs too, and come back as tuples
+    assert Rendered(text, [[1, 2], [4, 6]]).byte_spans() == \
+        ([(1, 2), (4, 7)] if not text.isascii() else [(1, 2), (4, 6)])
+
+
 @settings(max_examples=1000, deadline=None)
 @given(spans=st.lists(st.tuples(_HUGE, _HUGE), max_size=6),
        offsets=st.lists(st.tuples(_HUGE, _HUGE), max_size=12))

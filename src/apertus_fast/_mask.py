@@ -111,9 +111,14 @@ def token_mask(spans, offsets):
     return mask
 
 
-def _span_bounds(spans):
+def span_bounds(spans):
     """The starts and the ends of ``spans``, checked: pairs of integers, each span
     non-empty and starting at or after the end of the one before."""
+    return _span_bounds(spans)
+
+
+def _span_bounds(spans):
+    """:func:`span_bounds`."""
     starts = []
     ends = []
     before = None

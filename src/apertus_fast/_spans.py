@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from . import _render
 from ._dialects import DEFAULT_DIALECT
+from ._mask import span_bounds as _span_bounds
 from ._mask import token_mask as _token_mask
 from ._render import _render_pieces
 
@@ -49,14 +50,23 @@ class Rendered(NamedTuple):
         """:attr:`spans` as offsets into ``text.encode("utf-8")``, for tools that count
         bytes (tokenizers outside Python, memory-mapped token files):
         ``data[bs:be].decode() == text[s:e]`` for each pair. Raises
-        ``UnicodeEncodeError`` if the text holds a lone surrogate (it has no UTF-8)."""
+        ``UnicodeEncodeError`` if the text holds a lone surrogate (it has no UTF-8).
+        The spans are checked as :meth:`token_mask` checks them, and must lie within
+        the text (``ValueError`` naming the first that does not)."""
         text = self.text
+        starts, ends = _span_bounds(self.spans)
+        if starts and starts[0] < 0:
+            raise ValueError(f"spans[0] = ({starts[0]}, {ends[0]}) starts before the text")
+        if ends and ends[-1] > len(text):
+            i = next(i for i, end in enumerate(ends) if end > len(text))
+            raise ValueError(f"spans[{i}] = ({starts[i]}, {ends[i]}) ends after the text "
+                             f"({len(text)} characters)")
         if text.isascii():
-            return list(self.spans)
+            return list(zip(starts, ends))
         out = []
         char = byte = 0  # a boundary and its byte offset, walking forwards
         try:
-            for start, end in self.spans:
+            for start, end in zip(starts, ends):
                 byte += len(text[char:start].encode("utf-8"))
                 first = byte
                 byte += len(text[start:end].encode("utf-8"))
