@@ -50,6 +50,37 @@ def test_unrendered_reasoning_finds_what_render_drops():
     assert kept == render([USER, {"role": "assistant", "content": "Sunny."}], date=DATE)
 
 
+def test_messages_that_are_other_mappings():
+    """``render`` reads any mapping as it reads a dict; the helpers looked at dicts
+    only, so the reasoning of a ``UserDict`` or ``MappingProxyType`` message was not
+    found, not moved, and dropped by the render (odd-input audit). And a dict whose
+    iteration hides a key: the shortcut over the keys missed its reasoning, which
+    ``reasoning_to_blocks`` moved."""
+    from collections import UserDict
+    from types import MappingProxyType
+
+    class Hidden(dict):
+        def __iter__(self):
+            return iter([k for k in dict.keys(self) if k != "reasoning_content"])
+
+    for wrap in (UserDict, MappingProxyType, Hidden):
+        messages = [USER, wrap({"role": "assistant", "content": "Sunny.", "reasoning_content": "Check.",
+                                "tool_calls": [MappingProxyType(CALL)]})]
+        assert unrendered_reasoning(messages) == [(1, "reasoning_content")], wrap
+        moved = reasoning_to_blocks(messages)
+        assert moved[1]["content"] == {"blocks": [
+            {"type": "thoughts", "text": "Check."}, {"type": "response", "text": "Sunny."},
+            {"type": "tool_calls", "calls": [{"name": CALL["function"]["name"],
+                                              "arguments": CALL["function"]["arguments"]}]}]}
+        assert "Check." in render(moved, date=DATE)
+    # block content given as another mapping keeps its blocks, after the reasoning
+    blocks = UserDict({"blocks": [{"type": "response", "text": "Sunny."}]})
+    moved = reasoning_to_blocks([USER, UserDict({"role": "assistant", "content": blocks,
+                                                 "reasoning": "Check."})])
+    assert moved[1]["content"]["blocks"] == [{"type": "thoughts", "text": "Check."},
+                                             {"type": "response", "text": "Sunny."}]
+
+
 def test_without_reasoning_the_messages_come_back_as_they_are():
     messages = [USER, {"role": "assistant", "content": "Sunny.", "tool_calls": [CALL]},
                 {"role": "tool", "content": "21"}]

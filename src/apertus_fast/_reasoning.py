@@ -13,6 +13,7 @@ the text without an error. In the Apertus format reasoning is a ``thoughts`` blo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import chain
 
 from ._errors import RenderError, shown
@@ -23,8 +24,14 @@ from ._errors import RenderError, shown
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 
 
+def _is_mapping(x) -> bool:
+    """A dict, or another mapping (``UserDict``, ``MappingProxyType``, ...), which
+    ``render`` reads as it reads a dict."""
+    return type(x) is dict or isinstance(x, Mapping)
+
+
 def _is_assistant(m) -> bool:
-    return isinstance(m, dict) and m.get("role") == "assistant"
+    return _is_mapping(m) and m.get("role") == "assistant"
 
 
 def _reasoning_of(m: dict, index: int) -> str | None:
@@ -53,16 +60,15 @@ def unrendered_reasoning(messages) -> list[tuple[int, str]]:
     values). Empty when there is none, or when ``messages`` is not a list."""
     if not isinstance(messages, (list, tuple)):
         return []
-    try:
-        # the command line asks for every line: the usual answer (no message has any
-        # of the fields) comes from one pass over all the messages' keys in C
-        if _FIELDS.isdisjoint(chain.from_iterable(messages)):
-            return []
-    except TypeError:  # a message that cannot be iterated (the loop below skips it)
-        pass
+    # the command line asks for every line: the usual answer (no message has any of
+    # the fields) comes from one pass over all the messages' keys in C, where the
+    # messages are dicts (another mapping's iteration need not show every key)
+    if all(type(m) is dict for m in messages) and \
+            _FIELDS.isdisjoint(chain.from_iterable(messages)):
+        return []
     out = []
     for i, m in enumerate(messages):
-        if isinstance(m, dict) and m.get("role") == "assistant":
+        if _is_assistant(m):
             for field in REASONING_FIELDS:
                 value = m.get(field)
                 if value is not None and not (isinstance(value, str) and not value):
@@ -79,7 +85,7 @@ def _text_of(content, index: int) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            if not (_is_mapping(part) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                 raise RenderError(f"an assistant content part: expected {{\"type\": \"text\", \"text\": ...}}, "
                                   f"got {shown(part, 60)}", index)
             texts.append(part["text"])
@@ -91,9 +97,9 @@ def _text_of(content, index: int) -> str:
 def _call(call, index: int) -> dict:
     """A tool call as a ``tool_calls`` block holds it: ``{"name", "arguments"}`` (from the
     OpenAI shape ``{"id", "type": "function", "function": {"name", "arguments"}}``)."""
-    if isinstance(call, dict):
+    if _is_mapping(call):
         fn = call.get("function")
-        source = fn if isinstance(fn, dict) and "name" not in call else call
+        source = fn if _is_mapping(fn) and "name" not in call else call
         if "name" in source and "arguments" in source:
             return {"name": source["name"], "arguments": source["arguments"]}
     raise RenderError(f'a tool call: expected {{"name", "arguments"}} or {{"function": {{"name", '
@@ -102,13 +108,13 @@ def _call(call, index: int) -> dict:
 
 def _blocks(m: dict, index: int, reasoning: str | None) -> list:
     content = m.get("content")
-    if isinstance(content, dict):
+    if _is_mapping(content):
         blocks = content.get("blocks")
         if not isinstance(blocks, list):
             raise RenderError('assistant content: a mapping without a "blocks" list', index)
         blocks = list(blocks)
         if reasoning is not None:
-            if any(isinstance(b, dict) and b.get("type") == "thoughts" for b in blocks):
+            if any(_is_mapping(b) and b.get("type") == "thoughts" for b in blocks):
                 raise RenderError("both a thoughts block and a reasoning field; keep one", index)
             blocks.insert(0, {"type": "thoughts", "text": reasoning})
     else:
