@@ -440,6 +440,42 @@ def test_a_long_run_fed_a_character_at_a_time_is_dropped_at_once(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", [str, bytes])
+def test_a_big_chunk_is_not_kept_for_a_short_open_run(backend, kind):
+    """A chunk that ends in an open text run was kept whole until the run closed,
+    though only the run can still be asked for (``text()`` refuses what lies before
+    it): a 50 MB chunk for a run of a few characters (lexer audit). The lexer keeps
+    at most twice what it must."""
+    lx = Lexer("apertus-1.5", backend=backend)
+    big = "x" * 200_000 + "<|user_start|>" + "tail"
+    enc = (lambda t: t) if kind is str else str.encode
+    assert lx.feed(enc(big)) == [Event(T, 0, 200_000), Event(Kind.USER_START, 200_000, 200_014)]
+    for _ in range(3):
+        assert lx.feed(enc("y")) == []
+        assert sum(len(p) for p in lx._pieces) <= 2 * (lx.offset - 200_014)
+        assert lx.pending_text() == enc("tail" + "y" * (_ + 1))
+    assert lx.feed(enc("<|user_end|>")) == [Event(T, 200_014, 200_021),
+                                            Event(Kind.USER_END, 200_021, 200_033)]
+    assert lx.text(200_014, 200_033) == enc("tailyyy<|user_end|>")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_text_refuses_empty_spans_outside_what_it_keeps(backend):
+    """``text(a, a)`` was ``""`` for any ``a``, also far outside the stream, while a
+    non-empty span there is a ValueError (lexer audit)."""
+    lx = Lexer(backend=backend)
+    lx.feed("hello <|user_start|>ab")
+    lx.feed("<|user_end|>")
+    assert lx.text(20, 20) == "" and lx.text(34, 34) == ""
+    for a in (-5, 0, 19, 35, 10 ** 9):
+        with pytest.raises(ValueError, match="not available"):
+            lx.text(a, a)
+    with pytest.raises(ValueError, match="reversed"):
+        lx.text(25, 21)
+    assert Lexer(backend=backend).text(0, 0) == ""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_streaming_bytes_split_utf8(backend):
     text = "é€😀<|user_end|>😀"
     raw = text.encode()

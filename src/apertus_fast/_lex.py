@@ -237,7 +237,8 @@ class Lexer:
 
     @property
     def offset(self) -> int:
-        """Total length fed so far (code points or bytes)."""
+        """Total length fed so far (code points or bytes); after a ``feed()`` that
+        raised, the length before that chunk."""
         return self._base + (len(self._tail) if self._tail is not None else 0)
 
     @property
@@ -270,14 +271,15 @@ class Lexer:
         empty = self._type() if self._type is not None else ""
         # (offsets are integers: 1.5 or "3" is a TypeError, not a truncated offset)
         start, end = operator.index(start), operator.index(end)
-        if start >= end:
-            if start == end:
-                return empty
-            raise ValueError(f"empty or reversed span [{start}, {end})")
+        if start > end:
+            raise ValueError(f"reversed span [{start}, {end})")
         if start < self._keep_from or end > self._base:
+            # (an empty span too: it was "" anywhere, also far outside the stream)
             raise ValueError(f"span [{start}, {end}) is not available; the lexer keeps "
                              f"[{self._keep_from}, {self._base}) (the latest events and "
                              f"the pending text)")
+        if start == end:
+            return empty
         idx = bisect.bisect_right(self._piece_starts, start) - 1
         parts = []
         while idx < len(self._pieces) and self._piece_starts[idx] < end:
@@ -331,6 +333,14 @@ class Lexer:
             del self._pieces[:drop], self._piece_starts[:drop]
         if self._piece_starts and self._piece_starts[0] + len(self._pieces[0]) <= keep:
             self._pieces, self._piece_starts = [], []
+        elif self._piece_starts and self._piece_starts[0] < keep:
+            # the first piece holds the run's start: drop what lies before it once that
+            # is most of the piece (a chunk of 50 MB that ended in an open run of a
+            # few characters was kept whole until the run closed)
+            first, at = self._pieces[0], self._piece_starts[0]
+            if 2 * (keep - at) > len(first):
+                self._pieces[0] = first[keep - at:]
+                self._piece_starts[0] = keep
         if stop:
             self._pieces.append(data[:stop] if stop < len(data) else data)
             self._piece_starts.append(base)
