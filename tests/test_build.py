@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = "# cython: boundscheck=True, wraparound=True"
 
@@ -127,6 +129,17 @@ def test_type_checkers_see_every_public_name_and_the_render_signatures():
                 assert alias.asname == alias.name, f"{alias.name} is not re-exported as itself"
                 reexported[alias.name] = node.module
     assert {k: v for k, v in reexported.items() if v} == exports
+    # the module __getattr__ that loads them is hidden from type checkers: seen, it
+    # makes any misspelt name (apertus_fast.rendr) an Any that they accept
+    assert not any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+                   for node in init.body)
+    hidden = [node for node in init.body if isinstance(node, ast.If)
+              and ast.unparse(node.test) == "not TYPE_CHECKING"]
+    assert any(isinstance(inner, ast.FunctionDef) and inner.name == "__getattr__"
+               for node in hidden for inner in node.body)
+    install = next(node for node in init.body if isinstance(node, ast.FunctionDef)
+                   and node.name == "install_as_apertus_format")
+    assert install.returns is not None
     assert {k for k, v in reexported.items() if v is None} == {"enums", "formatter", "models"}
     for path, name in (("src/apertus_fast/_render.py", "render"),
                        ("src/apertus_fast/_spans.py", "render_with_spans")):
@@ -135,3 +148,35 @@ def test_type_checkers_see_every_public_name_and_the_render_signatures():
         args = fn.args.args + fn.args.kwonlyargs
         assert args and all(a.annotation is not None for a in args), name
         assert fn.returns is not None, name
+
+
+def test_backends_tell_a_compiled_module_that_does_not_load(tmp_path):
+    """``_lexer``, ``_render_fast`` and ``_jsonl`` are done without where they do not
+    load (a stale build, one for another Python): the twin, the general renderer and
+    the json module run. ``backends()`` looked only at which file an import would
+    load, so it said "cython" for them while the Python code ran (audit)."""
+    import shutil
+
+    import apertus_fast
+
+    from .fresh import run_python
+
+    package = Path(apertus_fast.__file__).parent
+    compiled = {name: next(package.glob(f"{name}.*.so"), None)
+                for name in ("_lexer", "_render_fast", "_jsonl")}
+    if None in compiled.values():
+        pytest.skip("the compiled build is not installed")
+    copy = tmp_path / "apertus_fast"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in compiled.values():
+        (copy / path.name).write_bytes(b"not a shared object")
+    run = run_python(
+        "import sys; sys.path.insert(0, %r)\n"
+        "import apertus_fast as a, apertus_fast._lex as lx, apertus_fast._render as r\n"
+        "assert a.__file__.startswith(%r), a.__file__\n"
+        "b = a.backends()\n"
+        "print(b['_lexer'], b['_render_fast'], b['_jsonl'], b['_parse'], a.BACKEND,\n"
+        "      lx.LEXER_BACKEND, r._FAST is None)\n"
+        "assert a.parse(a.render([{'role': 'user', 'content': 'hi'}])).messages\n"
+        % (str(tmp_path), str(tmp_path)))
+    assert run.stdout.split() == ["python", "python", "python", "cython", "mixed", "python", "True"]

@@ -16,6 +16,7 @@ Names are loaded on first use, so ``import apertus_fast`` is cheap.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
@@ -132,6 +133,11 @@ _REFERENCE_MODULES = ("enums", "models", "formatter")
 _NATIVE_MODULES = ("_lexer", "_render", "_render_fast", "_parse", "_stream", "_jsonl", "_mask")
 
 
+#: Compiled-only modules that the package does without when they do not load: the
+#: lexer's twin ``_lexer_py``, the general renderer, the json module run instead.
+_OPTIONAL_NATIVE = ("_lexer", "_render_fast", "_jsonl")
+
+
 def backends() -> dict[str, str]:
     """Which implementation each accelerated module runs on: ``"cython"`` (compiled
     extension) or ``"python"`` (pure-Python source; the lexer's twin)."""
@@ -142,14 +148,20 @@ def backends() -> dict[str, str]:
         # the spec says which file an import would load, without importing it
         spec = importlib.util.find_spec(f"{__name__}.{name}")
         origin = (spec.origin or "") if spec is not None else ""
-        if name in ("_lexer", "_render_fast", "_jsonl") and not origin:
-            result[name] = "python"  # the twin _lexer_py / the general renderer / json runs instead
+        if name in _OPTIONAL_NATIVE:
+            # one that is there but does not load (built for another Python, a stale
+            # or broken file) is done without, as when it is missing: ask the import
+            try:
+                loaded = bool(origin) and importlib.import_module(f"{__name__}.{name}") is not None
+            except ImportError:
+                loaded = False
+            result[name] = "cython" if loaded else "python"
         else:
             result[name] = "python" if origin.endswith(".py") else "cython"
     return result
 
 
-def install_as_apertus_format():
+def install_as_apertus_format() -> ModuleType:
     """Make ``import apertus_format`` load apertus-fast, as ``pymysql.install_as_MySQLdb()``
     does for MySQLdb.
 
@@ -181,18 +193,22 @@ def _backend() -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def __getattr__(name):
-    if name == "BACKEND":
-        value = _backend()
-    elif name in _EXPORTS:
-        module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
-        value = getattr(module, name)
-    elif name in _REFERENCE_MODULES:
-        value = importlib.import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+# (hidden from type checkers: a module __getattr__ makes every misspelt name, such as
+# ``apertus_fast.rendr``, an ``Any`` they accept; they see the names in the
+# TYPE_CHECKING block above instead)
+if not TYPE_CHECKING:
+    def __getattr__(name):
+        if name == "BACKEND":
+            value = _backend()
+        elif name in _EXPORTS:
+            module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+            value = getattr(module, name)
+        elif name in _REFERENCE_MODULES:
+            value = importlib.import_module(f"{__name__}.{name}")
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
 
 
 def __dir__():
