@@ -815,3 +815,64 @@ def test_a_bad_byte_anywhere_in_a_valid_text_is_the_error(dialect):
         with pytest.raises(ParseError) as info:
             parse(text[:at] + b"\xff" + text[at:], dialect=dialect)
         assert (info.value.offset, info.value.reason) == (at - (at == inside), "invalid UTF-8"), at
+
+
+# --------------------------------------------------------------------------- the result
+
+def test_a_dialect_of_your_own_is_used_not_looked_up_by_its_name():
+    """``dialect`` takes a Dialect; the result kept only its name and looked it up
+    again to check and re-render: a dialect of your own (``dataclasses.replace`` of a
+    built-in one) was unknown, and one that kept a built-in name with another default
+    prompt was checked against the built-in's (a ParseError that blamed the text), as
+    was the date read from it (result-objects audit)."""
+    import dataclasses
+    import pickle
+
+    from apertus_fast import get_dialect
+
+    messages = [{"role": "user", "content": "hi"}]
+    renamed = dataclasses.replace(get_dialect("apertus-1.5"), name="mine-1.5")
+    same_name = dataclasses.replace(get_dialect("apertus-1.5"), default_system="Be terse.")
+    dated = dataclasses.replace(get_dialect("apertus-1"), default_system="Be terse. Today: {date}")
+    for d in (renamed, same_name, dated):
+        text = render(messages, dialect=d, date="2026-01-02")
+        parsed = parse(text, dialect=d)
+        assert parsed.dialect == d.name and parsed.render() == text
+        assert parsed.render_with_spans().text == text
+        assert pickle.loads(pickle.dumps(parsed)).render() == text
+        assert normalize(messages, dialect=d) == messages
+    assert parse(render(messages, dialect=dated, date="2026-01-02"), dialect=dated).date == "2026-01-02"
+    # a dialect set by name since is that one
+    parsed = parse(render(messages, dialect=renamed), dialect=renamed)
+    parsed.dialect = "apertus-1.5"
+    assert parsed.render() == render(messages, dialect="apertus-1.5")
+
+
+def test_tool_names_follow_tools_text():
+    """``tool_names`` was read once and kept: after ``tools_text`` was set anew it,
+    ``to_dict()``, ``repr`` and ``==`` went on naming the old tools (audit)."""
+    from apertus_fast import render_tools
+
+    parsed = parse(render([{"role": "user", "content": "hi"}], tools=[{"name": "f", "description": "d"}]))
+    assert parsed.tool_names == ["f"]
+    parsed.tools_text = render_tools([{"name": "g", "description": "d"}])
+    assert parsed.tool_names == ["g"] and parsed.to_dict()["tool_names"] == ["g"]
+    assert "tool_names=['g']" in repr(parsed)
+    parsed.tools_text = None
+    assert parsed.tool_names == []
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_the_result_pickles_at_every_protocol(protocol):
+    """Protocols 0 and 1 raised TypeError (a class with __slots__ and no
+    __getstate__), though every other object of the package pickles at any protocol."""
+    import copy
+    import pickle
+
+    text = render([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                  tools=[{"name": "f", "description": "d"}], date="2026-01-02")
+    for parsed in (parse(text), parse(text + "<|user_start|>x", strict=False)):
+        again = pickle.loads(pickle.dumps(parsed, protocol=protocol))
+        assert again == parsed and again.warnings == parsed.warnings
+        assert again.tool_names == ["f"] and again.render() == parsed.render()
+        assert copy.deepcopy(parsed) == parsed and copy.copy(parsed) == parsed

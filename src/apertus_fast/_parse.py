@@ -24,11 +24,15 @@ import json
 import re
 import sys
 from array import array
+from typing import TYPE_CHECKING
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._errors import ApertusError, Lines, ParseError, RenderError
 from ._lex import scan_str, utf8_found
 from ._render import render, renders_to
+
+if TYPE_CHECKING:
+    from ._spans import Rendered
 
 __all__ = ["parse", "normalize", "ParsedConversation", "split_tool_outputs", "split_tool_calls"]
 
@@ -99,14 +103,34 @@ class ParsedConversation:
 
     __slots__ = ("messages", "dialect", "enable_thinking", "add_generation_prompt",
                  "continue_assistant_message", "tools_text", "bos_token", "date", "format",
-                 "warnings", "_tool_names")
+                 "warnings", "_tool_names", "_dialect")
 
-    def __init__(self, messages, dialect=DEFAULT_DIALECT, enable_thinking=False,
-                 add_generation_prompt=False, continue_assistant_message=False,
-                 tools_text=None, bos_token="<s>", date=None, format="string",
-                 warnings=None):
+    messages: list[dict]
+    dialect: str
+    enable_thinking: bool
+    add_generation_prompt: bool
+    continue_assistant_message: bool
+    tools_text: str | None
+    bos_token: str
+    date: str | None
+    format: str
+    warnings: list[str]
+
+    def __init__(self, messages: list[dict], dialect: str | Dialect = DEFAULT_DIALECT,
+                 enable_thinking: bool = False, add_generation_prompt: bool = False,
+                 continue_assistant_message: bool = False, tools_text: str | None = None,
+                 bos_token: str = "<s>", date: str | None = None, format: str = "string",
+                 warnings: list[str] | None = None):
         self.messages = messages
-        self.dialect = dialect
+        # the name (what to_dict() writes); a Dialect given is kept too, and renders
+        # as long as the name is its own: one of your own (dataclasses.replace of a
+        # built-in one) was looked up by its name, unknown or another dialect's
+        if isinstance(dialect, Dialect):
+            self._dialect = dialect
+            self.dialect = dialect.name
+        else:
+            self._dialect = None
+            self.dialect = dialect
         self.enable_thinking = enable_thinking
         self.add_generation_prompt = add_generation_prompt
         self.continue_assistant_message = continue_assistant_message
@@ -115,15 +139,31 @@ class ParsedConversation:
         self.date = date
         self.format = format
         self.warnings = [] if warnings is None else warnings
-        self._tool_names = None
+        self._tool_names = None     # (the tools_text they were read from, the names)
 
     @property
-    def tool_names(self) -> list:
+    def tool_names(self) -> list[str]:
         """Names of the tools declared in ``tools_text``, in order (a description's
         line shaped like a declaration counts only outside a parameter block)."""
-        if self._tool_names is None:
-            self._tool_names = _tool_names(self.tools_text) if self.tools_text else []
-        return self._tool_names
+        cached = self._tool_names
+        if cached is None or cached[0] is not self.tools_text:
+            # (read again when tools_text was set anew: the names went stale)
+            cached = self._tool_names = (
+                self.tools_text, _tool_names(self.tools_text) if self.tools_text else [])
+        return cached[1]
+
+    def __reduce__(self):
+        # (every pickle protocol: the default for a class with __slots__ needs 2)
+        return (type(self), (self.messages, self._dialect_arg(), self.enable_thinking,
+                             self.add_generation_prompt, self.continue_assistant_message,
+                             self.tools_text, self.bos_token, self.date, self.format,
+                             self.warnings))
+
+    def _dialect_arg(self):
+        """The dialect to render with: the Dialect given, unless ``dialect`` was set to
+        another name since."""
+        d = self._dialect
+        return d if d is not None and d.name == self.dialect else self.dialect
 
     def __eq__(self, other):
         if not isinstance(other, ParsedConversation):
@@ -141,7 +181,7 @@ class ParsedConversation:
                 f"warnings={self.warnings!r})")
 
     def _render_kwargs(self) -> dict:
-        return {"dialect": self.dialect, "tools_text": self.tools_text,
+        return {"dialect": self._dialect_arg(), "tools_text": self.tools_text,
                 "enable_thinking": self.enable_thinking,
                 "add_generation_prompt": self.add_generation_prompt,
                 "continue_assistant_message": self.continue_assistant_message,
@@ -152,14 +192,14 @@ class ParsedConversation:
         text the renderer produces)."""
         return render(self.messages, **self._render_kwargs())
 
-    def render_with_spans(self):
+    def render_with_spans(self) -> Rendered:
         """:meth:`render` with the model's spans: a ``Rendered(text, spans)``, the loss
         mask of a conversation kept only as text (``apertus_fast.render_with_spans``)."""
         from ._spans import render_with_spans
 
         return render_with_spans(self.messages, **self._render_kwargs())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-able dict; ``apertus-fast render`` reads it back (``tools_text``)."""
         out = {
             "messages": self.messages,
@@ -779,7 +819,7 @@ class _Builder:
 
     # -- the conversation ---------------------------------------------------
     def build(self):
-        result = ParsedConversation(self.messages, self.d.name)
+        result = ParsedConversation(self.messages, self.d)
         result.format = self.format
         self.header(result)
         self.turns(result)
@@ -1398,9 +1438,10 @@ _DATED = {}
 
 
 def _dated_parts(d):
-    parts = _DATED.get(d.name)
+    # (by the prompt, not the dialect's name: a Dialect of your own may keep a name)
+    parts = _DATED.get(d.default_system)
     if parts is None:
-        parts = _DATED[d.name] = d.default_system.partition("{date}")
+        parts = _DATED[d.default_system] = d.default_system.partition("{date}")
     return parts
 
 
@@ -1544,7 +1585,7 @@ def _verify(text, result):
     of every ambiguity), and the first difference is reported."""
 
     try:
-        if renders_to(text, result.messages, result.dialect, None, result.enable_thinking,
+        if renders_to(text, result.messages, result._dialect_arg(), None, result.enable_thinking,
                       result.add_generation_prompt, result.continue_assistant_message,
                       result.date, result.bos_token, result.tools_text):
             return
