@@ -96,6 +96,37 @@ def test_render_json_columns_equal_jsonl(tmp_path, dialect, capsys):
     assert f"rendered {len(values)}, failed 0 in " in err and "rows/s" in err
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_json_extension_columns_are_json_text(tmp_path, capsys, jobs):
+    """pyarrow 19 and later read a string column annotated as JSON as
+    ``extension<arrow.json>``: its values are JSON text, as a string column's. Every
+    row failed (``messages must be a list of message dicts, got str``). Kept, it stays
+    that type in a Parquet output, and JSON text (a string) in JSONL."""
+    values = [v for v in sample_values() if isinstance(v, dict) and "tools" in v][:1] + [
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]
+    table = json_table(values)
+    assert "tools" in table.column_names
+    for name, t in (("messages", pa.json_(pa.large_string())), ("tools", pa.json_())):
+        i = table.column_names.index(name)
+        table = table.set_column(i, name, table.column(name).cast(t))
+    table = table.append_column("meta", pa.array(['{"a": 1}', None], pa.json_()))
+    src = write(table, tmp_path / "ext.parquet")
+    assert pq.read_schema(src).field("messages").type == pa.json_(pa.large_string())
+    out = tmp_path / "out.jsonl"
+    assert main("render", src, "-o", out, "--date", DATE, "--keep", "meta", "-j", jobs) == 0
+    texts = expected_lines(values)
+    assert read_json_lines(out) == [{"meta": '{"a": 1}', "text": texts[0]},
+                                    {"meta": None, "text": texts[1]}]
+    out = tmp_path / "out.parquet"
+    assert main("render", src, "-o", out, "--date", DATE, "--keep", "meta", "-j", jobs) == 0
+    got = pq.read_table(out)
+    assert got.schema.field("meta").type == pa.json_()
+    assert got.to_pylist() == [{"text": texts[0], "meta": '{"a": 1}'},
+                               {"text": texts[1], "meta": None}]
+    assert main("validate", src, "-j", jobs) == 0
+    capsys.readouterr()
+
+
 def test_render_to_parquet_text_and_spans(tmp_path, capsys):
     values = sample_values()
     src = write(json_table(values), tmp_path / "conv.parquet")

@@ -15,7 +15,8 @@ How Arrow values become the dicts the renderer reads:
   column, below.
 * A **map** becomes a dict (keys in stored order; a null value stays ``None``: a map
   stores only the keys it has).
-* A **string or binary column** named ``messages`` or ``tools`` holds **JSON text**, one
+* A **string or binary column** (or one of an extension type stored as such, as
+  ``extension<arrow.json>`` is) named ``messages`` or ``tools`` holds **JSON text**, one
   value a row, and is decoded: that is how heterogeneous conversations are stored
   (content as a string in one message and as blocks in the next cannot share one Arrow
   type), and how ``apertus-fast parse`` writes them. The JSON text ``null`` is a null value, as a
@@ -152,19 +153,33 @@ def _column_values(column, errors) -> tuple[list, dict]:
     return values, failed
 
 
+def _stored_type(t):
+    """The type whose values a column of type ``t`` holds: a dictionary's values, an
+    extension type's storage (pyarrow 19 and later read a string column annotated as
+    JSON as ``extension<arrow.json>``, whose values are its JSON text)."""
+    import pyarrow as pa
+    import pyarrow.types as at
+
+    while True:
+        if at.is_dictionary(t):
+            t = t.value_type
+        elif isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+        else:
+            return t
+
+
 def _is_binary(t) -> bool:
     import pyarrow.types as at
 
-    if at.is_dictionary(t):
-        t = t.value_type
+    t = _stored_type(t)
     return at.is_binary(t) or at.is_large_binary(t) or at.is_binary_view(t)
 
 
 def _is_text(t) -> bool:
     import pyarrow.types as at
 
-    if at.is_dictionary(t):
-        t = t.value_type
+    t = _stored_type(t)
     return at.is_string(t) or at.is_large_string(t) or at.is_string_view(t) or _is_binary(t)
 
 
