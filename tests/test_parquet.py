@@ -654,6 +654,57 @@ def test_keep_parquet_columns_with_their_arrow_types(tmp_path, capsys):
         ("2026-01-01", {"source": "a", "score": None}), (None, {"source": None, "score": 0.5})]
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_kept_nanoseconds_stay_exact(tmp_path, capsys, jobs):
+    """A nanosecond timestamp, time or duration whose nanoseconds are not 0 has no
+    Python value (pyarrow refuses it: "Nanosecond resolution temporal type ... is not
+    safely convertible"): such a row failed, even Parquet to Parquet. Now a Parquet
+    output keeps the value as stored, and JSONL gets ISO text with nine digits."""
+    ns = 1_700_000_000_123_456_789
+    struct = pa.struct([("t", pa.timestamp("ns")), ("n", pa.int64())])
+    table = pa.table({
+        "completion": ["a", "b", "c"],
+        "utc": pa.array([ns, ns - 789, None], pa.timestamp("ns", tz="UTC")),
+        "zurich": pa.array([ns, 0, -1], pa.timestamp("ns", tz="Europe/Zurich")),
+        "naive": pa.array([-1, 1_000, ns], pa.timestamp("ns")),
+        "clock": pa.array([43_200_000_000_001, 0, None], pa.time64("ns")),
+        "took": pa.array([1_000_000_500, -1, 86_400_000_000_000], pa.duration("ns")),
+        "meta": pa.array([{"t": 5, "n": 1}, None, {"t": None, "n": 2}], struct),
+        "steps": pa.array([[1, None, 2_000], [], None], pa.list_(pa.duration("ns"))),
+        "at": pa.array([[("x", 7)], [], [("y", 8_000)]], pa.map_(pa.string(), pa.time64("ns"))),
+    })
+    src = write(table, tmp_path / "ns.parquet")
+    kept = table.column_names[1:]
+    out = tmp_path / "out.parquet"
+    assert main("completions", src, "--keep", ",".join(kept), "-o", out, "-j", jobs) == 0
+    assert pq.read_table(out).select(kept).equals(table.select(kept))
+    out = tmp_path / "out.jsonl"
+    assert main("completions", src, "--keep", ",".join(kept), "-o", out, "-j", jobs) == 0
+    got = [{k: r[k] for k in kept} for r in read_json_lines(out)]
+    assert got == [
+        {"utc": "2023-11-14T22:13:20.123456789+00:00",
+         "zurich": "2023-11-14T23:13:20.123456789+01:00",
+         "naive": "1969-12-31T23:59:59.999999999",
+         "clock": "12:00:00.000000001",
+         "took": "0:00:01.000000500",
+         "meta": {"t": "1970-01-01T00:00:00.000000005", "n": 1},
+         "steps": ["0:00:00.000000001", None, "0:00:00.000002"],
+         "at": [["x", "00:00:00.000000007"]]},
+        {"utc": "2023-11-14T22:13:20.123456+00:00",  # (whole microseconds: as before)
+         "zurich": "1970-01-01T01:00:00+01:00",
+         "naive": "1970-01-01T00:00:00.000001",
+         "clock": "00:00:00",
+         "took": "-1 day, 23:59:59.999999999",
+         "meta": None, "steps": [], "at": []},
+        {"utc": None, "zurich": "1970-01-01T00:59:59.999999999+01:00",
+         "naive": "2023-11-14T22:13:20.123456789",
+         "clock": None, "took": "1 day, 0:00:00",
+         "meta": {"t": None, "n": 2}, "steps": None, "at": [["y", "00:00:00.000008"]]}]
+    rows = [r for _, r in _parquet.read_parquet(src, ["took"])]
+    assert rows[1]["took"] == -1 and rows[1]["took"].text == "-1 day, 23:59:59.999999999"
+    capsys.readouterr()
+
+
 def strict_json(line: str):
     """json.loads that refuses NaN and Infinity, as JSON (and jq) does."""
     def refuse(name):

@@ -22,8 +22,10 @@ How Arrow values become the dicts the renderer reads:
   type), and how ``apertus-fast parse`` writes them. The JSON text ``null`` is a null value, as a
   null cell is.
 * A ``date`` column of Arrow type ``date32``/``date64`` becomes ``"YYYY-MM-DD"``.
-* Everything else is what ``pyarrow`` gives (``to_pylist``); a null top-level value is
-  a missing key.
+* Everything else is what ``pyarrow`` gives (``to_pylist``), but a nanosecond
+  timestamp, time or duration that is not a whole microsecond (which pyarrow refuses to
+  give, Python's types stopping at microseconds) is a :class:`Nanoseconds`: the int
+  stored, with its ISO text. A null top-level value is a missing key.
 
 Only the columns a command uses are read (Parquet is columnar, so the others cost nothing).
 
@@ -48,7 +50,7 @@ from ._io import PARQUET_MAGIC as MAGIC
 from ._io import InputError, InputFile, json_error_reason, loads_utf8
 
 __all__ = ["MAGIC", "KINDS", "is_parquet_path", "pyarrow_modules", "ParquetInput",
-           "ParquetOutput", "UnreadableRows", "column_names", "read_parquet"]
+           "ParquetOutput", "UnreadableRows", "Nanoseconds", "column_names", "read_parquet"]
 
 #: Columns whose string values are JSON text.
 JSON_COLUMNS = frozenset({"messages", "tools"})
@@ -138,19 +140,163 @@ def _pylist_errors():
 
 def _column_values(column, errors) -> tuple[list, dict]:
     """``(values, {index: reason})``: a column's ``to_pylist``, or when that fails, its
-    values one at a time, None (and the reason, on one line) for each that fails."""
+    values one at a time, None (and the reason, on one line) for each that fails. A
+    nanosecond timestamp, time or duration that Python's types cannot hold (which
+    ``to_pylist`` refuses) is a :class:`Nanoseconds`."""
     try:
         return column.to_pylist(), {}
     except errors:
         pass
+    exact = _nanos_reader(column.type)
+    if exact is not None:
+        as_int, convert = exact
+        try:
+            return [None if v is None else convert(v)
+                    for v in column.cast(as_int).to_pylist()], {}
+        except errors:
+            pass
     values, failed = [], {}
     for i in range(len(column)):
         try:
-            values.append(column[i].as_py())
+            if exact is None:
+                values.append(column[i].as_py())
+            else:
+                v = column.slice(i, 1).cast(as_int).to_pylist()[0]
+                values.append(None if v is None else convert(v))
         except errors as exc:
             values.append(None)
             failed[i] = _one_line(str(exc)) or type(exc).__name__
     return values, failed
+
+
+class Nanoseconds(int):
+    """A value of a nanosecond timestamp, time or duration column whose nanoseconds
+    are not 0, which Python's ``datetime``, ``time`` and ``timedelta`` cannot hold
+    (they stop at microseconds). The int is the value as stored (Arrow's int64, which
+    pyarrow writes back as the column's type: a Parquet output keeps it exactly);
+    :attr:`text` is its ISO text with nine digits of fraction, as ``isoformat`` of the
+    value at microseconds would give it with three more (``2023-11-14T22:13:20.123456789+00:00``,
+    ``12:00:00.000000001``; a duration as ``str`` of a ``timedelta``,
+    ``0:00:01.000000500``): what a JSONL output writes."""
+
+    def __new__(cls, value: int, text: str):
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+    def __reduce__(self):
+        return type(self), (int(self), self.text)
+
+    def isoformat(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Nanoseconds({int(self)}, {self.text!r})"
+
+
+def _is_nanos(t) -> bool:
+    import pyarrow.types as at
+
+    return (at.is_timestamp(t) or at.is_time64(t) or at.is_duration(t)) and t.unit == "ns"
+
+
+def _is_list(t) -> bool:
+    import pyarrow.types as at
+
+    return (at.is_list(t) or at.is_large_list(t) or at.is_fixed_size_list(t)
+            or at.is_list_view(t) or at.is_large_list_view(t))
+
+
+def _nanos_reader(t):
+    """``(type, converter)`` for a column of type ``t`` that holds nanosecond
+    timestamps, times or durations (None when it holds none): ``t`` with each of them
+    as int64, which the column is cast to, and what makes the ``to_pylist`` values of
+    that cast (not None) into those pyarrow gives for ``t``, a :class:`Nanoseconds`
+    where they have no Python value."""
+    import pyarrow as pa
+    import pyarrow.types as at
+
+    if _is_nanos(t):
+        return pa.int64(), _nanos_leaf(t)
+    if at.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+        inner = [_nanos_reader(f.type) for f in fields]
+        if all(x is None for x in inner):
+            return None
+        convs = [(f.name, x[1]) for f, x in zip(fields, inner) if x is not None]
+
+        def struct(d):
+            for name, conv in convs:
+                v = d[name]
+                if v is not None:
+                    d[name] = conv(v)
+            return d
+        return pa.struct([f if x is None else f.with_type(x[0])
+                          for f, x in zip(fields, inner)]), struct
+    if at.is_map(t):
+        k, v = _nanos_reader(t.key_type), _nanos_reader(t.item_type)
+        if k is None and v is None:
+            return None
+        kc = (lambda x: x) if k is None else k[1]
+        vc = (lambda x: x) if v is None else v[1]
+        as_int = pa.map_(t.key_field if k is None else t.key_field.with_type(k[0]),
+                         t.item_field if v is None else t.item_field.with_type(v[0]),
+                         keys_sorted=t.keys_sorted)
+        return as_int, lambda pairs: [(kc(a), None if b is None else vc(b)) for a, b in pairs]
+    if _is_list(t):
+        inner = _nanos_reader(t.value_type)
+        if inner is None:
+            return None
+        field = t.value_field.with_type(inner[0])
+        if at.is_fixed_size_list(t):
+            as_int = pa.list_(field, t.list_size)
+        else:
+            as_int = {"list": pa.list_, "large_list": pa.large_list, "list_view": pa.list_view,
+                      "large_list_view": pa.large_list_view}[_list_kind(t)](field)
+        conv = inner[1]
+        return as_int, lambda items: [None if v is None else conv(v) for v in items]
+    return None
+
+
+def _list_kind(t) -> str:
+    import pyarrow.types as at
+
+    if at.is_large_list(t):
+        return "large_list"
+    if at.is_list_view(t):
+        return "list_view"
+    if at.is_large_list_view(t):
+        return "large_list_view"
+    return "list"
+
+
+def _nanos_leaf(t):
+    """What makes a nanosecond value of type ``t`` (an int) the value pyarrow gives
+    (a whole number of microseconds), or a :class:`Nanoseconds`."""
+    import pyarrow as pa
+    import pyarrow.types as at
+
+    if at.is_timestamp(t):
+        micro = pa.timestamp("us", t.tz)
+    elif at.is_time64(t):
+        micro = pa.time64("us")
+    else:
+        micro = pa.duration("us")
+    duration = at.is_duration(t)
+
+    def convert(v):
+        whole, nanos = divmod(v, 1000)
+        value = pa.scalar(whole, micro).as_py()
+        if not nanos:
+            return value
+        if duration:  # str of a timedelta: "[-D day[s], ]H:MM:SS[.ffffff]"
+            text = str(value) + ("" if value.microseconds else ".000000") + f"{nanos:03d}"
+        else:
+            text = value.isoformat(timespec="microseconds")
+            cut = text.index(".") + 7
+            text = f"{text[:cut]}{nanos:03d}{text[cut:]}"
+        return Nanoseconds(v, text)
+    return convert
 
 
 def _stored_type(t):

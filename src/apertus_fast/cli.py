@@ -1468,6 +1468,8 @@ def _finite(value):
         return value
     if isinstance(value, float):  # (a subclass)
         return _finite(float(value))
+    if t is _parquet.Nanoseconds:  # (an int to write back to Parquet; ISO text in JSON)
+        return value.text
     return value
 
 
