@@ -753,6 +753,26 @@ def test_kept_nan_and_infinity_are_null_in_jsonl(tmp_path, capsys):
         assert (record["id"], record["x"]) == (None, [None, 1]), argv
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_kept_nan_and_infinity_are_null_in_parquet_json_text(tmp_path, capsys, jobs):
+    """A kept JSONL column of values without a common type is JSON text in a Parquet
+    output: NaN and ±Infinity there (1e400 is read as Infinity) were written as bare
+    ``NaN`` / ``Infinity``, which is not JSON; now null, as a JSONL output writes."""
+    text = render([{"role": "user", "content": "hi"}], dialect="apertus-1")
+    src = tmp_path / "nan.jsonl"
+    xs = ['"s"', "NaN", "[1, Infinity]", '{"a": [-Infinity, 1e400, 2.5]}', "1e400"]
+    src.write_text("".join('{"x": %s, "messages": [], "text": %s, "completion": "hi"}\n'
+                           % (x, json.dumps(text)) for x in xs))
+    out = tmp_path / "out.parquet"
+    for argv in (["render", "--date", DATE], ["parse", "--dialect", "apertus-1"], ["completions"]):
+        assert main(argv[0], src, *argv[1:], "-o", out, "--keep", "x", "-j", jobs) == 0
+        got = pq.read_table(out).column("x").to_pylist()
+        assert got == ['"s"', "null", "[1, null]", '{"a": [null, null, 2.5]}', "null"], argv
+        assert [strict_json(x) for x in got] == ["s", None, [1, None], {"a": [None, None, 2.5]},
+                                                 None]
+    capsys.readouterr()
+
+
 def test_keep_from_jsonl_into_parquet_infers_types(tmp_path, capsys):
     msgs = [{"role": "user", "content": "hi"}]
     lines = [{"id": 1, "tag": None, "mixed": "a", "messages": msgs},

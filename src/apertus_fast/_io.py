@@ -632,6 +632,59 @@ def atomic_output(path: str | os.PathLike | None, *, compress: bool | None = Non
         raise
 
 
+class Nanoseconds(int):
+    """A value of a nanosecond timestamp, time or duration column whose nanoseconds
+    are not 0, which Python's ``datetime``, ``time`` and ``timedelta`` cannot hold
+    (they stop at microseconds). The int is the value as stored (Arrow's int64, which
+    pyarrow writes back as the column's type: a Parquet output keeps it exactly);
+    :attr:`text` is its ISO text with nine digits of fraction, as ``isoformat`` of the
+    value at microseconds would give it with three more (``2023-11-14T22:13:20.123456789+00:00``,
+    ``12:00:00.000000001``; a duration as ``str`` of a ``timedelta``,
+    ``0:00:01.000000500``): what a JSONL output writes."""
+
+    def __new__(cls, value: int, text: str):
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+    def __reduce__(self):
+        return type(self), (int(self), self.text)
+
+    def isoformat(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Nanoseconds({int(self)}, {self.text!r})"
+
+
+def json_safe(value):
+    """``value`` as JSON can hold it: NaN and ±Infinity (a Parquet double, or a ``NaN``
+    that json.loads read from a line) as None, since JSON has no such numbers
+    (json.dumps writes ``NaN``, which jq, JavaScript and most readers reject) and
+    ``null`` is what JavaScript's ``JSON.stringify``, orjson and pandas' ``to_json``
+    write for them; a :class:`Nanoseconds` as its ISO text. The value itself when it
+    holds neither. (How ``--keep`` values are written as JSON, into a JSONL output or a
+    Parquet output's JSON-text column.)"""
+    t = type(value)
+    if t is float:
+        return value if value - value == 0.0 else None  # (inf - inf and nan - x are nan)
+    if t is list or t is tuple:  # (a Parquet map is a list of (key, value) tuples)
+        items = [json_safe(v) for v in value]
+        if any(a is not b for a, b in zip(items, value)):
+            return items if t is list else tuple(items)
+        return value
+    if t is dict:
+        items = {k: json_safe(v) for k, v in value.items()}
+        if any(items[k] is not v for k, v in value.items()):
+            return items
+        return value
+    if isinstance(value, float):  # (a subclass)
+        return json_safe(float(value))
+    if t is Nanoseconds:  # (an int to write back to Parquet; ISO text in JSON)
+        return value.text
+    return value
+
+
 def json_line(obj: Any) -> bytes:
     """``obj`` as one line of UTF-8 JSON (``ensure_ascii=False``) ending in ``\\n``.
     Strings with lone surrogates (valid JSON ``"\\ud800"`` escapes, not encodable as

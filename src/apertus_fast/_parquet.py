@@ -47,7 +47,7 @@ from contextlib import suppress
 from typing import Any, Callable, Iterator
 
 from ._io import PARQUET_MAGIC as MAGIC
-from ._io import InputError, InputFile, json_error_reason, loads_utf8
+from ._io import InputError, InputFile, Nanoseconds, json_error_reason, json_safe, loads_utf8
 
 __all__ = ["MAGIC", "KINDS", "is_parquet_path", "pyarrow_modules", "ParquetInput",
            "ParquetOutput", "UnreadableRows", "Nanoseconds", "column_names", "read_parquet"]
@@ -167,31 +167,6 @@ def _column_values(column, errors) -> tuple[list, dict]:
             values.append(None)
             failed[i] = _one_line(str(exc)) or type(exc).__name__
     return values, failed
-
-
-class Nanoseconds(int):
-    """A value of a nanosecond timestamp, time or duration column whose nanoseconds
-    are not 0, which Python's ``datetime``, ``time`` and ``timedelta`` cannot hold
-    (they stop at microseconds). The int is the value as stored (Arrow's int64, which
-    pyarrow writes back as the column's type: a Parquet output keeps it exactly);
-    :attr:`text` is its ISO text with nine digits of fraction, as ``isoformat`` of the
-    value at microseconds would give it with three more (``2023-11-14T22:13:20.123456789+00:00``,
-    ``12:00:00.000000001``; a duration as ``str`` of a ``timedelta``,
-    ``0:00:01.000000500``): what a JSONL output writes."""
-
-    def __new__(cls, value: int, text: str):
-        self = super().__new__(cls, value)
-        self.text = text
-        return self
-
-    def __reduce__(self):
-        return type(self), (int(self), self.text)
-
-    def isoformat(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"Nanoseconds({int(self)}, {self.text!r})"
 
 
 def _is_nanos(t) -> bool:
@@ -799,9 +774,19 @@ class _Unfit(ValueError):
     """A value that Arrow would store as another value (:func:`_holds`)."""
 
 
-#: JSON text as json.dumps writes it (json.dumps makes an encoder a call).
-_ENCODE_UNICODE = json.JSONEncoder(ensure_ascii=False).encode
-_ENCODE_ASCII = json.JSONEncoder().encode
+#: JSON text as json.dumps writes it (json.dumps makes an encoder a call), but for NaN
+#: and ±Infinity, which it writes as bare ``NaN`` / ``Infinity`` (not JSON): a value
+#: holding one is written as :func:`~apertus_fast._io.json_safe` makes it, with null
+#: there, as in a JSONL output (:func:`_json_dumps`).
+_ENCODE_UNICODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_ENCODE_ASCII = json.JSONEncoder(allow_nan=False).encode
+
+
+def _json_dumps(value, encode) -> str:
+    try:
+        return encode(value)
+    except ValueError:  # ("Out of range float values are not JSON compliant")
+        return encode(json_safe(value))
 
 
 def _row_values(names: list, d: dict, kept: tuple) -> tuple:
@@ -840,7 +825,7 @@ class RowEncoder:
         out = list(values)
         for i in columns:
             if out[i] is not None:
-                out[i] = encode(out[i])
+                out[i] = _json_dumps(out[i], encode)
         return tuple(out)
 
     def sized(self, values: tuple) -> tuple:

@@ -1447,36 +1447,10 @@ def _plain(value):
     return str(value)  # decimals, durations
 
 
-def _finite(value):
-    """``value`` with NaN and ±Infinity (a Parquet double, or a ``NaN`` that
-    json.loads read from a line) as None: JSON has no such numbers (json.dumps writes
-    ``NaN``, which jq, JavaScript and most readers reject), and ``null`` is what
-    JavaScript's ``JSON.stringify``, orjson and pandas' ``to_json`` write for them.
-    The value itself when it holds none."""
-    t = type(value)
-    if t is float:
-        return value if value - value == 0.0 else None  # (inf - inf and nan - x are nan)
-    if t is list or t is tuple:  # (a Parquet map is a list of (key, value) tuples)
-        items = [_finite(v) for v in value]
-        if any(a is not b for a, b in zip(items, value)):
-            return items if t is list else tuple(items)
-        return value
-    if t is dict:
-        items = {k: _finite(v) for k, v in value.items()}
-        if any(items[k] is not v for k, v in value.items()):
-            return items
-        return value
-    if isinstance(value, float):  # (a subclass)
-        return _finite(float(value))
-    if t is _parquet.Nanoseconds:  # (an int to write back to Parquet; ISO text in JSON)
-        return value.text
-    return value
-
-
 def _kept_dict(keep, kept) -> dict:
     """The ``--keep`` values of a line as the start of its JSON record."""
     try:
-        return {k: _finite(v) for k, v in zip(keep, kept)}
+        return {k: _io.json_safe(v) for k, v in zip(keep, kept)}
     except RecursionError:  # (nested too deeply to look into: as it is)
         return dict(zip(keep, kept))
 
