@@ -1195,10 +1195,11 @@ def broken_pipe_inputs(tmp_path) -> dict:
             "validate": ([conversations], 1)}
 
 
-def run_with_a_broken_stderr(argv, out=None, *, stdout_too=False) -> int:
+def run_with_a_broken_stderr(argv, out=None, *, stdout_too=False, stderr=None) -> int:
     """Run the command line on a stderr pipe whose reader is gone before it starts (as
     after `2>&1 | head` stopped reading): each write to it breaks. Its stdout is the
-    same pipe (``stdout_too``), the file ``out``, or /dev/null. Returns the exit status."""
+    same pipe (``stdout_too``), the file ``out``, or /dev/null. ``stderr``: a
+    descriptor to use instead of the pipe. Returns the exit status."""
     env = dict(os.environ)
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     read_end, write_end = os.pipe()
@@ -1206,7 +1207,8 @@ def run_with_a_broken_stderr(argv, out=None, *, stdout_too=False) -> int:
     try:
         stdout = write_end if stdout_too else (subprocess.DEVNULL if out is None else out)
         proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", *map(str, argv)],
-                                stdout=stdout, stderr=write_end, env=env, cwd=REPO)
+                                stdout=stdout, stderr=write_end if stderr is None else stderr,
+                                env=env, cwd=REPO)
     finally:
         os.close(write_end)
     return proc.wait(timeout=120)
@@ -1235,6 +1237,42 @@ def test_a_broken_stderr_pipe_is_a_closed_stderr(tmp_path, command, jobs):
     else:
         assert run_with_a_broken_stderr([*argv, "-o", out]) == status
         assert out.read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("command", ["render", "parse", "completions", "validate"])
+def test_an_unwritable_stderr_is_a_closed_stderr(tmp_path, command, jobs):
+    """A stderr that is open but cannot be written: open for reading only (`2</dev/null`;
+    a shell script run with `2>&-` has its own file there, read-only), or on a full
+    device (/dev/full: ENOSPC). As with a broken pipe, the messages go nowhere and the
+    command ends with its own status and the whole output; it stopped with a traceback
+    (exit status 1, which said nothing, as the traceback went nowhere), the output
+    not written."""
+    args, status = broken_pipe_inputs(tmp_path)[command]
+    argv = [command, *args, "-j", jobs]
+    reference = run_cli(*argv, *(() if command == "validate" else ("-o", tmp_path / "ref.jsonl")))
+    assert reference.returncode == status, reference.stderr
+    assert reference.stderr
+    kinds = [(os.devnull, os.O_RDONLY)]
+    if os.path.exists("/dev/full"):
+        kinds.append(("/dev/full", os.O_WRONLY))
+    for path, flags in kinds:
+        out = tmp_path / "out.jsonl"
+        out.write_text("previous\n")
+        fd = os.open(path, flags)
+        try:
+            if command == "validate":  # (its problems are its output, on stdout)
+                with open(out, "wb") as f:
+                    assert run_with_a_broken_stderr(argv, f, stderr=fd) == status, path
+                assert out.read_bytes() == reference.stdout, path
+            else:
+                assert run_with_a_broken_stderr([*argv, "-o", out], stderr=fd) == status, path
+                assert out.read_bytes() == (tmp_path / "ref.jsonl").read_bytes(), path
+            if command == "validate":  # (nothing on stdout: only the summary fails)
+                assert run_with_a_broken_stderr(["validate", CONVERSATIONS, "-j", jobs],
+                                                stderr=fd) == 0, path
+        finally:
+            os.close(fd)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -1966,12 +1966,15 @@ def _catch_stop_signals() -> dict:
 
 class _Messages:
     """``sys.stderr`` while a command runs: the problems, warnings, progress bar and
-    summary go to the real stream until a write finds it broken (whoever read it
-    stopped: ``2>&1 | head``); from then on they go nowhere, as with a closed stderr,
-    and the command goes on to its own end and status. (The broken pipe used to stop
-    it with 141, the output not written.) The descriptor is pointed at /dev/null
-    then, so that nothing else that writes there (the exit flush of what the stream
-    still holds, a warning from C code) fails, or prints "Exception ignored"."""
+    summary go to the real stream until a write to it fails: whoever read it stopped
+    (``2>&1 | head``), or it cannot be written at all (a descriptor open for reading
+    only, as a shell script run with ``2>&-`` has its own file there; a full disk, an
+    I/O error). From then on they go nowhere, as with a closed stderr, and the command
+    goes on to its own end and status. (The broken pipe used to stop it with 141, the
+    output not written; any other error writing stderr stopped it with a traceback,
+    the output not written.) The descriptor is pointed at /dev/null then, so that
+    nothing else that writes there (the exit flush of what the stream still holds, a
+    warning from C code) fails, or prints "Exception ignored"."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -1981,7 +1984,7 @@ class _Messages:
         if not self.broken:
             try:
                 return self._stream.write(text)
-            except BrokenPipeError:
+            except OSError:
                 self._broke()
         return len(text)
 
@@ -1989,7 +1992,7 @@ class _Messages:
         if not self.broken:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
+            except OSError:
                 self._broke()
 
     def _broke(self) -> None:
@@ -2024,7 +2027,8 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
     ``exiting``: the process exits with that status next (:func:`program`), so once the
     output file is committed the stop signals stay ignored to the end (restored, a
     signal after ``main`` would still kill the process, with the new output in place).
-    A broken pipe on stderr only silences stderr (``_Messages``); on stdout it ends
+    An error writing stderr (a broken pipe, a read-only descriptor) only silences
+    stderr (``_Messages``); a broken pipe on stdout ends
     the command with 141."""
     err = sys.stderr
     if err is None or isinstance(err, _Messages):
