@@ -643,21 +643,30 @@ def test_a_signal_after_the_commit_does_not_kill_the_program(tmp_path, sig):
 @pytest.mark.parametrize("command, status, message", [
     ("render - <&-", 2, "cannot read <stdin>: standard input is closed"),
     ("render - -j 2 <&-", 2, "cannot read <stdin>: standard input is closed"),
-    ("render {sample} >&-", 2, "cannot write: standard output is closed"),
-    ("validate {sample} >&-", 2, "cannot write: standard output is closed"),
-    ("dialects >&-", 2, "cannot write: standard output is closed"),
+    ("render {sample} >&-", 2, "cannot write <stdout>: standard output is closed"),
+    ("validate {sample} >&-", 2, "cannot write <stdout>: standard output is closed"),
+    ("dialects >&-", 2, "cannot write <stdout>: standard output is closed"),
+    ("completions {two} >&-", 2, "cannot write <stdout>: standard output is closed"),
+    ("completions {two} -j 2 >&-", 2, "cannot write <stdout>: standard output is closed"),
+    ("completions {two} 1</dev/null", 2, "cannot write <stdout>: Bad file descriptor"),
+    ("completions {two} -j 2 1</dev/null", 2, "cannot write <stdout>: Bad file descriptor"),
     ("render {sample} -o {out} 2>&-", 0, ""),
 ])
 def test_a_closed_standard_stream_is_an_unreadable_input_or_unwritable_output(tmp_path, command, status,
                                                                                message):
     """Started with stdin, stdout or stderr closed (`<&-`, `>&-`, `2>&-`), the command
     says so and exits 2 like any unreadable input or unwritable output (it raised an
-    AttributeError on None before); with stderr closed it works and says nothing."""
+    AttributeError on None before); with stderr closed it works and says nothing. A
+    stdout open for reading only is an unwritable output as well. Both name the output
+    `<stdout>`, as stdin is `<stdin>` (it said `cannot write: ...`)."""
     import shlex
 
     out = tmp_path / "out.jsonl"
+    two = tmp_path / "two.jsonl"
+    two.write_text('"ok"\n"yo"\n')
     line = (f"{shlex.quote(sys.executable)} -m apertus_fast "
-            + command.format(sample=shlex.quote(str(CONVERSATIONS)), out=shlex.quote(str(out))))
+            + command.format(sample=shlex.quote(str(CONVERSATIONS)), out=shlex.quote(str(out)),
+                             two=shlex.quote(str(two))))
     env = dict(os.environ)
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     run = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=env, timeout=120)

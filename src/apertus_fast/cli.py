@@ -2079,8 +2079,9 @@ def _main(argv: list[str] | None, exiting: bool) -> int:
         return 2
     except OSError as exc:
         target = getattr(args, "output", None)
-        where = f"cannot write {exc.filename or target}" if target not in (None, "-") else "cannot write"
-        sys.stderr.write(f"{PROG}: error: {where}: {exc.strerror or exc}\n")
+        # (stdout is named as stdin is: "cannot write <stdout>", not "cannot write")
+        where = exc.filename or target if target not in (None, "-") else "<stdout>"
+        sys.stderr.write(f"{PROG}: error: cannot write {where}: {exc.strerror or exc}\n")
         return 2
     finally:
         for signum, handler in previous.items():
