@@ -1406,7 +1406,21 @@ def test_parse_plumbing_lenient_warnings(tmp_path, fake_parser, capsys):
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 2
     assert f"{src}:2: warning: dropped 'BAD' at offset 1" in captured.err
-    assert "parsed 2 (1 warnings), failed 0" in captured.err
+    assert "parsed 2 (1 warning), failed 0" in captured.err
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_summary_says_one_in_the_singular(tmp_path, capsys, jobs):
+    """One completion, one warning: "read 1 completion (1 warning)" (it said "read 1
+    completions (1 warnings)")."""
+    src = write_lines(tmp_path / "c.jsonl", [json.dumps("<think>a")])
+    assert cli.main(["completions", str(src), "--dialect", "apertus-1.5", "-o",
+                     str(tmp_path / "out.jsonl"), "-j", jobs]) == 0
+    assert "read 1 completion (1 warning), failed 0," in capsys.readouterr().err
+    write_lines(src, [json.dumps("<think>a"), json.dumps("<think>b")])
+    assert cli.main(["completions", str(src), "--dialect", "apertus-1.5", "-o",
+                     str(tmp_path / "out.jsonl"), "-j", jobs]) == 0
+    assert "read 2 completions (2 warnings), failed 0," in capsys.readouterr().err
 
 
 def test_parse_format_detection_and_forcing(tmp_path, fake_parser, capsys):
@@ -1484,7 +1498,7 @@ def test_validate_plumbing(tmp_path, fake_parser, capsys):
     assert "checked 6, ok 2, failed 4" in captured.err and "skipped blank 1" in captured.err
     assert cli.main(["validate", str(src), "--lenient", "--max-errors", "0"]) == 1
     captured = capsys.readouterr()
-    assert captured.out == "" and "checked 6, ok 3, failed 3, 1 warnings" in captured.err
+    assert captured.out == "" and "checked 6, ok 3, failed 3, 1 warning, skipped blank 1 in " in captured.err
 
 
 def test_a_null_messages_or_text_is_not_set(tmp_path, capsys):
@@ -1724,7 +1738,7 @@ def test_completions_read_each_line_as_parse_completion_does(tmp_path, capsys):
     assert read_json_lines(out) == expected
     warned = sum(len(r.get("warnings", ())) for r in expected)
     assert any(r.get("rest") for r in expected)   # one model ran past the end of its turn
-    assert f"read {len(completions):,} completions ({warned} warnings), failed 0" in \
+    assert f"read {len(completions):,} completions ({cli._plural(warned, 'warning')}), failed 0" in \
         capsys.readouterr().err
 
 

@@ -272,7 +272,7 @@ def test_cli_warns_and_converts(tmp_path, capsys):
     assert cli.main(["render", str(src), "--date", DATE, "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert f'{src}:1: warning: message 1: "reasoning_content" is not rendered' in err
-    assert "rendered 2 (1 warnings), failed 0" in err
+    assert "rendered 2 (1 warning), failed 0" in err
     texts = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert "Look." not in texts[0]
 

@@ -305,10 +305,15 @@ def _summary(args, text: str) -> None:
         sys.stderr.write(text + "\n")
 
 
+def _plural(n: int, noun: str) -> str:
+    """``1 warning``, ``2 warnings``, ``1,000 warnings`` (it was ``1 warnings``)."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def _finish(args, done: str, n: int, report, counts, t0: float) -> int:
     """The summary of a command that writes one output per good line (``done``: what
     it did, e.g. ``"parsed 10"``), and its exit status."""
-    warned = f" ({report.warnings:,} warnings)" if report.warnings else ""
+    warned = f" ({_plural(report.warnings, 'warning')})" if report.warnings else ""
     _summary(args, f"{done}{warned}, failed {report.failed:,}"
                    f"{counts.summary(n + report.failed, t0)}{report.hidden_note()}")
     return 1 if report.failed and not args.skip_errors else 0
@@ -1030,13 +1035,13 @@ def _cmd_render(args) -> int:
                                 args.thinking, args.generation_prompt, args.reasoning_blocks)
     handler = _RenderLine(conversation, args.spans, args.text, keep, parquet_out)
     return _records(args, "spans" if args.spans else "render", handler, keep,
-                    _CONVERSATION_COLUMNS, ("messages",), "rendered {:,}")
+                    _CONVERSATION_COLUMNS, ("messages",), lambda n: f"rendered {n:,}")
 
 
-def _records(args, kind: str, handler, keep, columns, required, done: str) -> int:
+def _records(args, kind: str, handler, keep, columns, required, done) -> int:
     """What render and completions share: JSONL (or Parquet rows with ``columns``, of
     which one of ``required`` must be set) in, one output record of ``kind`` per good
-    line, the summary (``done`` formatted with the count) and the exit status."""
+    line, the summary (what ``done`` makes of the count) and the exit status."""
     t0 = time.perf_counter()
     counts = _Counts()
 
@@ -1056,7 +1061,7 @@ def _records(args, kind: str, handler, keep, columns, required, done: str) -> in
         if table is not None:
             n = table.written
 
-    return _finish(args, done.format(n), n, report, counts, t0)
+    return _finish(args, done(n), n, report, counts, t0)
 
 
 # --------------------------------------------------------------------------- parse / validate
@@ -1617,7 +1622,7 @@ def _cmd_completions(args) -> int:
     handler = _CompletionLine(_dialect(args), args.openai, keep,
                               _parquet.is_parquet_path(args.output))
     return _records(args, kind, handler, keep, ("completion", "prompt"), ("completion",),
-                    "read {:,} completions")
+                    lambda n: f"read {_plural(n, 'completion')}")
 
 
 class _ValidateLine(_Handler):
@@ -1702,7 +1707,7 @@ def _cmd_validate(args) -> int:
             if progress is not None:
                 progress.close()
     sys.stdout.flush()
-    warned = f", {report.warnings:,} warnings" if report.warnings else ""
+    warned = f", {_plural(report.warnings, 'warning')}" if report.warnings else ""
     checked = counts.lines
     _summary(args, f"checked {checked:,}, ok {checked - report.failed:,}, failed {report.failed:,}"
                    f"{warned}{counts.summary(checked, t0)}"
