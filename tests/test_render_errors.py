@@ -641,3 +641,83 @@ def test_a_value_that_holds_itself_is_shown_as_repr_shows_it():
         "except apertus_fast.RenderError as exc:\n"
         "    print(exc)\n", timeout=60)
     assert "[[...], [...]]" in run.stdout and "message 0" in run.stdout, run.stdout
+
+
+class _LenFails(list):
+    def __len__(self):
+        raise RuntimeError("len boom")
+
+
+class _IterFails(list):
+    def __iter__(self):
+        raise RuntimeError("iter boom")
+
+
+class _LenIs(list):
+    def __init__(self, items, n):
+        super().__init__(items)
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+class _IterEmpty(list):
+    def __iter__(self):
+        return iter(())
+
+
+class _FalseTuple(tuple):
+    def __len__(self):
+        return 0
+
+
+@pytest.mark.skipif(bool(ORACLE_MISSING), reason=ORACLE_MISSING or "")
+@pytest.mark.parametrize("dialect", ALL)
+@pytest.mark.parametrize("container, expected", [
+    (lambda m: _LenFails(m), "messages: RuntimeError: len boom"),
+    (lambda m: _IterFails(m), "messages: RuntimeError: iter boom"),
+    (lambda m: _LenIs(m, -1), "messages: ValueError: __len__() should return >= 0"),
+    (lambda m: _LenIs(m, 2**63), "messages: OverflowError: cannot fit 'int' into an "
+                                 "index-sized integer"),
+], ids=["len-raises", "iter-raises", "len-negative", "len-too-big"])
+def test_what_the_messages_container_raises_is_a_render_error(container, expected, dialect):
+    """The audit (E2): the container's own failure escaped render, render_with_spans and
+    normalize as the raw exception, where the same failure in ``tools`` was a
+    RenderError. The template fails on it too."""
+    from apertus_fast import normalize, render_with_spans
+
+    messages = [u(), a()]
+    with pytest.raises(OracleError):
+        oracle_render(container(messages), dialect=dialect, date=DATE)
+    for call in (lambda m: render(m, dialect=dialect, date=DATE),
+                 lambda m: render_with_spans(m, dialect=dialect, date=DATE),
+                 lambda m: normalize(m, dialect=dialect)):
+        with pytest.raises(RenderError) as info:
+            call(container(messages))
+        assert info.value.message_index is None
+        assert str(info.value) == expected
+
+
+@pytest.mark.skipif(bool(ORACLE_MISSING), reason=ORACLE_MISSING or "")
+@pytest.mark.parametrize("dialect", ALL)
+@pytest.mark.parametrize("system", [False, True])
+@pytest.mark.parametrize("container", [
+    lambda m: _LenIs(m, 0), lambda m: _LenIs(m, 7), _IterEmpty, _FalseTuple, tuple,
+], ids=["len-0", "len-7", "iter-empty", "false-tuple", "tuple"])
+def test_a_container_is_read_as_the_template_reads_it(container, system, dialect):
+    """The template tests the container's truth, reads ``messages[0]``, and iterates
+    ``messages[1:]`` after a system message, else the container itself; render read
+    ``len`` and indices, and rendered another conversation where those disagree (a
+    ``__len__`` of 0: nothing; an ``__iter__`` yielding nothing: everything)."""
+    from apertus_fast import render_with_spans
+
+    messages = ([{"role": "system", "content": "S"}] if system else []) + [u(), a(), u("again")]
+    try:
+        expected = oracle_render(container(messages), dialect=dialect, date=DATE)
+    except OracleError:
+        with pytest.raises(RenderError):
+            render(container(messages), dialect=dialect, date=DATE)
+        return
+    assert render(container(messages), dialect=dialect, date=DATE) == expected
+    assert render_with_spans(container(messages), dialect=dialect, date=DATE).text == expected

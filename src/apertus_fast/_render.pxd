@@ -32,7 +32,7 @@ cdef str _render_tools(object tools, bint trim, bint jinja_json, bint native)
 cpdef str _render_tool(object tool, bint trim, bint jinja_json, bint native)
 
 cpdef str render_date(object date=*)
-cdef tuple _system_prompt(object messages, object d, object date)
+cdef tuple _system_prompt(object messages, object d, object date, bint look)
 cdef _model(list out, object marks, bint on)
 @cython.locals(in_assistant=bint, in_tool=bint, in_inner=bint, waiting=bint, fmt=int,
                n=Py_ssize_t, i=Py_ssize_t, first=bint, openai_shapes=bint,

@@ -728,9 +728,10 @@ def _iso(date):
     return f"{date.year:04d}-{date.month:02d}-{date.day:02d}"
 
 
-def _system_prompt(messages, d, date):
-    """The system section, and the index of the first message of the main loop."""
-    if messages and attr(messages[0], "role") == "system":
+def _system_prompt(messages, d, date, look):
+    """The system section, and the index of the first message of the main loop.
+    ``look``: whether the template looks at the first message (see ``_template_view``)."""
+    if look and messages and attr(messages[0], "role") == "system":
         first = messages[0]
         if "content" in first:
             content = attr(first, "content")
@@ -795,8 +796,9 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
     if d is None:
         d = get_dialect(dialect)
     _STATE.sandboxed = d.sandboxed
-    if type(messages) is not list and not isinstance(messages, (list, tuple)):
-        messages = _conversation_messages(messages)
+    look = True
+    if type(messages) is not list:
+        messages, look = _template_view(messages)
     for m in messages:
         if type(m) is not dict:  # the drop-in dataclasses: the dicts the formatter renders
             messages = _template_messages(messages)
@@ -807,7 +809,7 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
         # later one, and is not blamed on a message.
         render_date(date)
     try:
-        system, start = _system_prompt(messages, d, date)
+        system, start = _system_prompt(messages, d, date, look)
     except _ERRORS as exc:
         raise _render_error(exc, 0 if messages else None) from None
     if type(bos_token) is not str:
@@ -869,6 +871,37 @@ def _conversation_messages(conversation):
     if isinstance(conversation, Conversation):
         return conversation.messages
     raise RenderError(f"messages must be a list of message dicts, got {type(conversation).__name__}")
+
+
+def _template_view(messages):
+    """A messages container other than an exact list (a tuple, a subclass, a drop-in
+    ``Conversation``) as an exact list, read as the template reads it: its truth, its
+    first item, then ``messages[1:]`` after a system message or else the container
+    itself, iterated (so a subclass whose ``__len__`` or ``__iter__`` disagrees with its
+    items renders what the template renders). Returns the list and whether the template
+    looks at its first message for the system prompt (not where the container is
+    false: its messages are then all the loop's). What the container itself raises is a
+    RenderError with no message index."""
+    if not isinstance(messages, (list, tuple)):
+        messages = _conversation_messages(messages)
+        if type(messages) is list:
+            return messages, True
+    try:
+        if not messages:
+            return [*messages], False
+        first = messages[0]
+    except Exception as exc:  # noqa: BLE001 - whatever the container raises
+        raise RenderError(f"messages: {_reason(exc)}") from None
+    if type(first) is not dict:
+        first = _template_messages([first])[0]
+    try:
+        system = attr(first, "role") == "system"
+    except _ERRORS as exc:
+        raise _render_error(exc, 0) from None
+    try:
+        return ([first, *messages[1:]], True) if system else ([*messages], False)
+    except Exception as exc:  # noqa: BLE001 - whatever the container raises
+        raise RenderError(f"messages: {_reason(exc)}") from None
 
 
 def _template_messages(messages):
