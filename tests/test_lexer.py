@@ -204,6 +204,27 @@ def test_str_subclass_and_memoryview_formats(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("length", [0, 1, 10**6])
+def test_a_str_subclass_is_lexed_by_its_characters(backend, length):
+    """The audit (E7): a str subclass with its own ``__len__`` was lexed to that length
+    by the pure-Python scanner (one event, or none) and broke ``Lexer.feed`` (an
+    internal ValueError), where the compiled one read the characters, as parse does."""
+    class S(str):
+        def __len__(self):
+            return length
+
+    text = "<s><|user_start|>hi<|user_end|><|assistant_start|>ok<|assistant_end|>"
+    expected = lex(text, backend=backend)
+    assert len(expected) == 7
+    assert lex(S(text), backend=backend) == expected
+    lx = Lexer(backend=backend)
+    events = lx.feed(S(text[:20]))
+    events += lx.feed(S(text[20:]))
+    assert type(lx.pending_text()) is str
+    assert events + lx.close() == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bad", [None, 1, 1.0, ["<s>"], array.array("b", b"ab"), object()])
 def test_type_errors(backend, bad):
     with pytest.raises(TypeError):

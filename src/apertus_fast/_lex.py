@@ -85,8 +85,15 @@ def _table(core, dialect: Dialect):
 
 
 def _prepare(data) -> Data:
-    """Check the input type; give memoryviews a flat byte layout (offsets in bytes)."""
-    if isinstance(data, (str, bytes, bytearray)):
+    """Check the input type; give memoryviews a flat byte layout (offsets in bytes).
+    A ``str`` subclass is read by its characters, as an exact ``str`` (the pure-Python
+    scanner calls ``len``, which such a class may define otherwise; the compiled one
+    reads the characters)."""
+    if type(data) is str:
+        return data
+    if isinstance(data, str):
+        return str.__str__(data)
+    if isinstance(data, (bytes, bytearray)):
         return data
     if isinstance(data, memoryview):
         if not data.c_contiguous or not data.nbytes:
