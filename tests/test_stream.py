@@ -909,6 +909,27 @@ def test_misuse_is_a_clear_error():
         parse_completion("<|inner_prefix|>x", dialect="apertus-1", format="string")
 
 
+@pytest.mark.parametrize("prompt", [b"", 0, [], b"<|assistant_start|>", bytearray()])
+def test_a_prompt_that_is_not_a_str_is_a_type_error_even_when_empty(prompt):
+    """The audit (N2): ``if prompt:`` came before the type check, so an empty b"", 0 or
+    [] was silently no prompt while a non-empty bytes prompt was a TypeError."""
+    with pytest.raises(TypeError, match="prompt must be a str or None, not "):
+        parse_completion("x", dialect="apertus-1.5", prompt=prompt)
+    with pytest.raises(TypeError, match="prompt must be a str or None, not "):
+        StreamParser("apertus-1.5", prompt=prompt)
+
+
+def test_an_empty_str_prompt_is_no_prompt():
+    assert parse_completion("x", dialect="apertus-1.5", prompt="").to_dict() == \
+        parse_completion("x", dialect="apertus-1.5", prompt=None).to_dict()
+
+    class Empty(str):   # (a subclass's truth is its characters', as for parse)
+        def __len__(self):
+            return 1
+
+    assert parse_completion("x", dialect="apertus-1.5", prompt=Empty()).content == "x"
+
+
 def test_result_mid_stream_leaves_the_stream_going():
     p = StreamParser("apertus-1.5", call_id=lambda i: f"call_{i}")
     p.feed('<|inner_prefix|>a<|tools_prefix|>[{"f": {"x": ')

@@ -658,8 +658,9 @@ class StreamParser:
     when it ends inside a turn that already has content: a turn continued after tool
     outputs, or prefilled reasoning (``continue_assistant_message=True``). Its part of
     the turn decides how the completion is read (inside reasoning or not, ...) and
-    appears in :attr:`Completion.messages`, but produces no deltas. Without it the
-    stream starts at the beginning of a turn, as after the generation prompt.
+    appears in :attr:`Completion.messages`, but produces no deltas. Without it (``None``
+    or ``""``) the stream starts at the beginning of a turn, as after the generation
+    prompt. Anything but a ``str`` or ``None`` is a ``TypeError``.
 
     ``format``: of :attr:`Completion.messages`, as :func:`~apertus_fast.parse` takes it.
     ``call_id``: ``call_id(index) -> str``, the OpenAI id given to each tool call
@@ -724,10 +725,13 @@ class StreamParser:
         self._names: dict = {}              # (calls group, k) -> name
         self._outputs: list[list[str]] = []
         self._warnings: list[str] = []
-        if prompt:
+        if prompt is not None:
+            # (the type first: b"" or [] is a wrong type, not "no prompt")
             if not isinstance(prompt, str):
-                raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
-            body = _turn_body(plain_str(prompt), d)
+                raise TypeError(f"prompt must be a str or None, not {type(prompt).__name__}")
+            prompt = plain_str(prompt)
+        if prompt:   # ("" is no prompt, as None is)
+            body = _turn_body(prompt, d)
             self._emit_from = len(body)
             if body:
                 self._feed_text(body)
