@@ -930,6 +930,42 @@ def test_an_empty_str_prompt_is_no_prompt():
     assert parse_completion("x", dialect="apertus-1.5", prompt=Empty()).content == "x"
 
 
+@pytest.mark.parametrize("bad", [("response", "x", -1, None), {"kind": "response", "text": "x"},
+                                 "response", None])
+def test_openai_delta_takes_deltas_and_says_so(bad):
+    """The audit (N3): a tuple or dict raised ``AttributeError: 'tuple' object has no
+    attribute 'kind'``, with no word of what was expected."""
+    p = StreamParser("apertus-1.5")
+    good = p.feed("Hi")
+    with pytest.raises(TypeError, match="openai_delta takes the Delta objects"):
+        p.openai_delta([*good, bad])
+
+
+def test_openai_delta_reads_a_generator_of_deltas_whole():
+    p = StreamParser("apertus-1.5", call_id=lambda i: f"c{i}")
+    deltas = p.feed('<|inner_prefix|>Hm.<|inner_suffix|>Hi<|tools_prefix|>[{"f": {}}]<|tools_suffix|>')
+    assert p.openai_delta(iter(deltas)) == p.openai_delta(deltas) == {
+        "reasoning_content": "Hm.", "content": "Hi", "tool_calls": [
+            {"index": 0, "id": "c0", "type": "function",
+             "function": {"name": "f", "arguments": "{}"}}]}
+
+
+@pytest.mark.parametrize("made", [0, None, b"call_0", ["call_0"]])
+def test_a_call_id_that_is_not_a_str_is_a_type_error(made):
+    """The audit (N4): what ``call_id`` returned became the OpenAI id whatever it was
+    (an int, None, bytes), breaking the client that reads it."""
+    completion = '<|tools_prefix|>[{"f": {}}]<|tools_suffix|>'
+    p = StreamParser("apertus-1.5", call_id=lambda i: made)
+    deltas = p.feed(completion)
+    with pytest.raises(TypeError, match=r"call_id\(0\) must return a str .*, returned "
+                                        + type(made).__name__):
+        p.openai_delta(deltas)
+    with pytest.raises(TypeError, match=r"call_id\(0\) must return a str"):
+        parse_completion(completion, dialect="apertus-1.5", call_id=lambda i: made).openai()
+    with pytest.raises(TypeError, match="call_id must be a callable"):
+        StreamParser("apertus-1.5", call_id="call_0")
+
+
 def test_result_mid_stream_leaves_the_stream_going():
     p = StreamParser("apertus-1.5", call_id=lambda i: f"call_{i}")
     p.feed('<|inner_prefix|>a<|tools_prefix|>[{"f": {"x": ')

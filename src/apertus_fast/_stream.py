@@ -39,7 +39,7 @@ from array import array
 from typing import NamedTuple
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
-from ._errors import ParseError
+from ._errors import ParseError, shown
 from ._lex import _core_for, _table, scan_str, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
                      OPENAI_CALL_KEYS, lenient_calls_at, plain_str, split_tool_outputs)
@@ -665,7 +665,8 @@ class StreamParser:
     ``format``: of :attr:`Completion.messages`, as :func:`~apertus_fast.parse` takes it.
     ``call_id``: ``call_id(index) -> str``, the OpenAI id given to each tool call
     (default ``"call_"`` and 24 random hex digits), called once per call when its id is
-    first asked for (:meth:`openai_delta`, :meth:`Completion.openai`).
+    first asked for (:meth:`openai_delta`, :meth:`Completion.openai`); what it returns
+    must be a ``str`` (``TypeError`` there otherwise).
 
     Model output is read leniently: what :func:`~apertus_fast.parse` with
     ``strict=False`` recovers from is recovered here, and listed in
@@ -695,6 +696,9 @@ class StreamParser:
         self._decoder = None
         self._bytes_in = 0
         self._closed = False
+        if call_id is not None and not callable(call_id):
+            raise TypeError(f"call_id must be a callable (index -> str) or None, not "
+                            f"{type(call_id).__name__}")
         self._call_id = call_id if call_id is not None else _default_call_id
         # the builder's state machine (_parse._Builder.blocks_body), as the text arrives
         self._mode = _M_TEXT
@@ -1038,7 +1042,11 @@ class StreamParser:
         random source, which a reading that never asks for ids need not pay for."""
         entry = self._tool_calls[index]
         if entry[2] is None:
-            entry[2] = self._call_id(index)
+            made = self._call_id(index)
+            if not isinstance(made, str):
+                raise TypeError(f"call_id({index}) must return a str (the OpenAI id), "
+                                f"returned {type(made).__name__} {shown(made, 60)}")
+            entry[2] = made
         return entry[2]
 
     def _ids(self) -> None:
@@ -1251,6 +1259,12 @@ class StreamParser:
         ``tool_calls`` (``index``, and on a call's first delta its ``id``, ``type`` and
         ``function.name``; ``function.arguments`` pieces), each only when present.
         Tool outputs are not part of an assistant message and are left out."""
+        if type(deltas) is not list:
+            deltas = list(deltas)   # (read three times below: a generator only once)
+        for d in deltas:
+            if type(d) is not Delta and not isinstance(d, Delta):
+                raise TypeError(f"openai_delta takes the Delta objects that feed() or "
+                                f"close() returned, got {type(d).__name__} {shown(d, 60)}")
         reasoning = [d.text for d in deltas if d.kind == THOUGHTS]
         content = [d.text for d in deltas if d.kind == RESPONSE]
         out = {}
