@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 import apertus_fast
 from apertus_fast import Delta, ParseError, RenderError, StreamParser, parse, parse_completion, render
 from apertus_fast._dialects import TOKEN_TEXT, Kind, get_dialect
+from apertus_fast import _lex
 from apertus_fast._lex import scan_str
 from apertus_fast._stream import RESPONSE, THOUGHTS, TOOL_OUTPUT
 
@@ -964,6 +965,26 @@ def test_a_call_id_that_is_not_a_str_is_a_type_error(made):
         parse_completion(completion, dialect="apertus-1.5", call_id=lambda i: made).openai()
     with pytest.raises(TypeError, match="call_id must be a callable"):
         StreamParser("apertus-1.5", call_id="call_0")
+
+
+@pytest.mark.parametrize("empty", ["", b"", bytearray(), memoryview(b"")])
+@pytest.mark.parametrize("then", ["<|inner_prefix|>é<|inner_suffix|>ok", b"<|inner_prefix|>\xc3\xa9<|inner_suffix|>ok"])
+def test_an_empty_chunk_does_not_fix_the_streams_type(empty, then):
+    """The audit (N8): ``feed("")`` (a server's usual first delta) fixed the stream as
+    str, so the bytes chunks that followed were a TypeError. An empty chunk carries no
+    data: it fixes nothing and mixes nothing, before or after the data."""
+    p = StreamParser("apertus-1.5")
+    assert p.feed(empty) == []
+    deltas = p.feed(then)
+    deltas += p.feed(empty)
+    deltas += p.close()
+    assert [(d.kind, d.text) for d in deltas] == [("thoughts", "é"), ("response", "ok")]
+    lx = _lex.Lexer("apertus-1.5")
+    assert lx.feed(empty) == []
+    assert lx.pending_text() == type(bytes(empty) if isinstance(empty, memoryview) else empty)()
+    events = lx.feed(then)
+    events += lx.feed(empty)
+    assert events + lx.close() == _lex.lex(then, "apertus-1.5")
 
 
 def test_result_mid_stream_leaves_the_stream_going():

@@ -190,7 +190,8 @@ class Lexer:
     :meth:`pending_text`. :meth:`text` slices the stream for the events just returned,
     so a consumer needs no buffer of its own.
 
-    All chunks must be ``str``, or all bytes-like (``TypeError`` otherwise). Invalid
+    All chunks must be ``str``, or all bytes-like (``TypeError`` otherwise; an empty
+    chunk of either type is no data and fits either stream). Invalid
     UTF-8 raises :class:`ParseError` (absolute offset, line, column) from the
     ``feed()``/``close()`` that sees it; the lexer is then closed. ``feed()`` after
     ``close()`` raises ``ValueError``; ``close()`` again returns ``[]``.
@@ -305,8 +306,16 @@ class Lexer:
             self._type = kind
             self._tail = kind()
         elif kind is not self._type:
-            raise TypeError(f"Lexer was fed {self._type.__name__} chunks; cannot mix "
-                            f"{type(chunk).__name__} into one stream")
+            # an empty chunk carries no data: it neither fixes the stream's type (one
+            # fed before any data gives way to the data's) nor mixes another into it
+            if not len(chunk):
+                kind, chunk = self._type, self._type()
+            elif not self.offset:
+                self._type = kind
+                self._tail = kind()
+            else:
+                raise TypeError(f"Lexer was fed {self._type.__name__} chunks; cannot mix "
+                                f"{type(chunk).__name__} into one stream")
         if kind is bytes and not isinstance(chunk, bytes):
             chunk = bytes(chunk)   # we keep slices; the caller may reuse its buffer
         data = self._tail + chunk if self._tail else chunk

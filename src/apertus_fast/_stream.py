@@ -857,6 +857,11 @@ class StreamParser:
         kind = str if isinstance(chunk, str) else bytes
         if kind is bytes and not isinstance(chunk, (bytes, bytearray, memoryview)):
             raise TypeError(f"feed() takes str or UTF-8 bytes, not {type(chunk).__name__}")
+        if kind is not self._type and \
+                not (plain_str(chunk) if kind is str else memoryview(chunk).nbytes):
+            # an empty chunk carries no data: it neither fixes the stream's type (a
+            # server's first delta is often "") nor mixes another into it
+            return ""
         if self._type is None:
             self._type = kind
             if kind is bytes:
