@@ -1295,3 +1295,122 @@ def test_think_inside_tool_outputs_is_output_text_in_the_stream_too():
         assert {"role": "tool", "content": output} in r.messages
         once = parse_completion(text, dialect="apertus-1.5")
         assert (once.tool_outputs, once.messages) == (r.tool_outputs, r.messages)
+
+
+# --------------------------------------------------------------------------- the result
+
+_TURN = '<|inner_prefix|>t<|inner_suffix|><|tools_prefix|>[{"f": {}}, {"g": 1}]<|tools_suffix|>'
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_a_completion_pickles_at_every_protocol_without_its_parser(protocol):
+    """A Completion held its parser's bound ``_id`` method: it kept the whole parser
+    alive, a ``call_id=lambda ...`` made it unpicklable even after every id was made,
+    and protocols 0 and 1 raised (slots without __getstate__) (audit). Pickling makes
+    the ids that are not made yet, and keeps them."""
+    import copy
+    import gc
+    import pickle
+    import weakref
+
+    p = StreamParser("apertus-1.5", call_id=lambda i: f"call_{i}")
+    p.feed(_TURN)
+    p.close()
+    c = p.result()
+    alive = weakref.ref(p)
+    del p
+    gc.collect()
+    assert alive() is None
+    again = pickle.loads(pickle.dumps(c, protocol=protocol))
+    assert again == c and again.openai() == c.openai() and again.blocks == c.blocks
+    assert [t["id"] for t in again.openai()["tool_calls"]] == ["call_0", "call_1"]
+    assert copy.deepcopy(c).openai() == c.openai()
+    # the default ids too: made once, the same in the copy
+    c = parse_completion(_TURN, dialect="apertus-1.5")
+    assert pickle.loads(pickle.dumps(c, protocol=protocol)).openai() == c.openai()
+
+
+def test_the_ids_are_the_parsers_whoever_asks_first():
+    p = StreamParser("apertus-1.5")
+    deltas = p.feed(_TURN)
+    first = p.result().openai()["tool_calls"][0]["id"]       # the result asks first
+    merged = p.openai_delta(deltas + p.close())
+    assert merged["tool_calls"][0]["id"] == first
+    assert p.result().openai()["tool_calls"][1]["id"] == merged["tool_calls"][1]["id"]
+
+
+def test_completions_compare_by_value():
+    """No ``__eq__``: two readings of one text were unequal (audit)."""
+    a, b = (parse_completion(_TURN, dialect="apertus-1.5") for _ in range(2))
+    assert a == b and a != parse_completion(_TURN, dialect="apertus-1")
+    assert a != parse_completion(_TURN + "x", dialect="apertus-1.5")
+
+
+def test_closing_the_prompts_reasoning_is_an_answer_that_began():
+    """``openai()["content"]`` is ``""`` where the completion closed its reasoning; it
+    was ``None`` where the reasoning it closed was the prompt's (the completion's own
+    was empty), so ``reasoning_to_blocks`` put no empty response, no ``<|inner_suffix|>``
+    (audit)."""
+    prompt = render([{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": {"blocks": [{"type": "thoughts", "text": "hm"}]}}],
+                    dialect="apertus-1.5", continue_assistant_message=True)
+    closed = parse_completion("<|inner_suffix|><|assistant_end|>", dialect="apertus-1.5", prompt=prompt)
+    assert closed.openai()["content"] == ""
+    assert parse_completion("more<|assistant_end|>", dialect="apertus-1.5",
+                            prompt=prompt).openai()["content"] is None
+    assert parse_completion("<|inner_prefix|>a<|inner_suffix|>", dialect="apertus-1.5").openai() == \
+        {"role": "assistant", "content": "", "reasoning_content": "a"}
+    assert parse_completion("hi", dialect="apertus-1.5").openai()["content"] == "hi"
+    assert parse_completion("<|tools_prefix|>[]<|tools_suffix|>",
+                            dialect="apertus-1.5").openai()["content"] is None
+
+
+def test_a_completion_reads_its_blocks_with_a_dialect_of_your_own():
+    """``blocks`` looked the dialect up by its name: one of your own was unknown."""
+    import dataclasses
+
+    mine = dataclasses.replace(get_dialect("apertus-1.5"), name="mine-1.5")
+    c = parse_completion("<|inner_prefix|>t<|inner_suffix|>yo<|assistant_end|>", dialect=mine)
+    assert c.dialect == "mine-1.5"
+    assert c.blocks == [{"type": "thoughts", "text": "t"}, {"type": "response", "text": "yo"}]
+    # a stream pickled mid-way goes on with it (it was looked up by its name: unknown)
+    import pickle
+
+    prompt = "You are terse."
+    other = dataclasses.replace(get_dialect("apertus-1.5"), default_system=prompt)
+    for d in (mine, other):
+        p = StreamParser(d)
+        p.feed("<|inner_prefix|>t<|inner")
+        again = pickle.loads(pickle.dumps(p))
+        assert again.dialect == d
+        again.feed("_suffix|>yo<|assistant_end|>")
+        again.close()
+        assert again.result().blocks == c.blocks
+    assert pickle.loads(pickle.dumps(StreamParser("apertus-1"))).dialect is get_dialect("apertus-1")
+
+
+def test_results_pickled_by_the_version_before_load():
+    """Pickles of the earlier results (their slots as the default pickling wrote them;
+    a Completion's ``_id``, its parser's bound method) still load."""
+    from apertus_fast import ParsedConversation
+    from apertus_fast._stream import Completion
+
+    p = StreamParser("apertus-1.5")
+    p.feed(_TURN)
+    p.close()
+    now = p.result()
+    old = {name: getattr(now, name) for name in ("dialect", "text", "reasoning", "content",
+           "tool_calls", "tool_outputs", "finish_reason", "closed", "rest", "warnings",
+           "messages", "format", "_events", "_blocks", "_group_end", "_answered")}
+    old["_id"] = p._id
+    c = Completion.__new__(Completion)
+    c.__setstate__((None, old))
+    assert c == now and c.openai() == now.openai() and c.blocks == now.blocks
+    parsed = parse(render([{"role": "user", "content": "hi"}], tools=[{"name": "f", "description": "d"}]))
+    old = {name: getattr(parsed, name) for name in ("messages", "dialect", "enable_thinking",
+           "add_generation_prompt", "continue_assistant_message", "tools_text", "bos_token",
+           "date", "format", "warnings")}
+    old["_tool_names"] = []
+    back = ParsedConversation.__new__(ParsedConversation)
+    back.__setstate__((None, old))
+    assert back == parsed and back.tool_names == ["f"] and back.render() == parsed.render()

@@ -159,6 +159,14 @@ class ParsedConversation:
                              self.tools_text, self.bos_token, self.date, self.format,
                              self.warnings))
 
+    def __setstate__(self, state):
+        # (a pickle of an earlier version: its slots, as the default pickling wrote them)
+        slots = state[1] if isinstance(state, tuple) else state
+        self._dialect = self._tool_names = None
+        for name, value in slots.items():
+            if name != "_tool_names":   # (then a bare list of names: read again)
+                setattr(self, name, value)
+
     def _dialect_arg(self):
         """The dialect to render with: the Dialect given, unless ``dialect`` was set to
         another name since."""

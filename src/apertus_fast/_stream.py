@@ -38,7 +38,7 @@ import uuid
 from array import array
 from typing import NamedTuple
 
-from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
+from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, Kind, get_dialect
 from ._errors import ParseError, shown
 from ._lex import _core_for, _table, scan_str, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
@@ -753,7 +753,10 @@ class StreamParser:
         state.pop("_table", None)
         for name in _STATE:
             state[name] = getattr(self, name)
-        state["dialect"] = self.dialect.name
+        # a built-in dialect by its name; one of your own as itself (by its name it
+        # was unknown, or another dialect's, where the stream was unpickled)
+        d = self.dialect
+        state["dialect"] = d.name if DIALECTS.get(d.name) == d else d
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -1045,14 +1048,7 @@ class StreamParser:
     def _id(self, index: int) -> str:
         """The call's OpenAI id, made on first use: ``uuid4`` (the default) reads the OS's
         random source, which a reading that never asks for ids need not pay for."""
-        entry = self._tool_calls[index]
-        if entry[2] is None:
-            made = self._call_id(index)
-            if not isinstance(made, str):
-                raise TypeError(f"call_id({index}) must return a str (the OpenAI id), "
-                                f"returned {type(made).__name__} {shown(made, 60)}")
-            entry[2] = made
-        return entry[2]
+        return _call_id_of(self._tool_calls, self._call_id, index)
 
     def _ids(self) -> None:
         """Give every call so far its id (before a copy: the copies keep the same ids)."""
@@ -1338,6 +1334,20 @@ def _turn_format(events, fmt: str) -> tuple[str, int, bool]:
     return fmt, end, reasoning
 
 
+def _call_id_of(calls: list, call_id, index: int) -> str:
+    """The id of call ``index`` of ``calls`` (a parser's ``[name, args, id]`` entries,
+    which its completions share: one id, whoever asks first), made by ``call_id`` on
+    first use."""
+    entry = calls[index]
+    if entry[2] is None:
+        made = call_id(index)
+        if not isinstance(made, str):
+            raise TypeError(f"call_id({index}) must return a str (the OpenAI id), "
+                            f"returned {type(made).__name__} {shown(made, 60)}")
+        entry[2] = made
+    return entry[2]
+
+
 class Completion:
     """A model's completion, read (:func:`parse_completion`, :meth:`StreamParser.result`).
 
@@ -1360,27 +1370,47 @@ class Completion:
 
     __slots__ = ("dialect", "text", "reasoning", "content", "tool_calls", "tool_outputs",
                  "finish_reason", "closed", "rest", "warnings", "messages", "format",
-                 "_id", "_events", "_blocks", "_group_end", "_answered")
+                 "_calls", "_call_id", "_events", "_blocks", "_group_end", "_answered",
+                 "_dialect")
+
+    dialect: str
+    text: str
+    reasoning: str
+    content: str
+    tool_calls: list[dict[str, str]]
+    tool_outputs: list[str]
+    finish_reason: str | None
+    closed: bool
+    rest: str
+    warnings: list[str]
+    messages: list[dict]
+    format: str
 
     @classmethod
-    def _build(cls, parser: StreamParser, text: str) -> "Completion":
+    def _build(cls, parser: StreamParser, text: str) -> Completion:
         self = cls.__new__(cls)
         d = parser.dialect
+        self._dialect = d
         self.dialect = d.name
         self.text = text
         self.reasoning = "".join(parser._reasoning)
         self.content = "".join(parser._content)
         self.tool_calls = [{"name": name, "arguments": "".join(args)}
                            for name, args, _id in parser._tool_calls]
-        self._id = parser._id   # the parser's ids, made when openai() asks
+        # the parser's calls, whose ids openai() makes when it asks (shared with the
+        # parser: one id for a call, whoever asks first), and its id maker; not the
+        # parser itself, which a kept result kept alive
+        self._calls = parser._tool_calls
+        self._call_id = parser._call_id
 
         self.tool_outputs = ["".join(o) for o in parser._outputs]
-        # the completion reasoned and closed its reasoning: an answer (if empty) began
-        self._answered = bool(self.reasoning) and not parser._inner
         events = scan_str(text, d)
         if len(events) and events[0] == _BOS:   # "<s>" is a token only at a conversation's start
             events = array("q", events)
             events[0] = _TEXT
+        # the completion closed reasoning (its own, or the prompt's): an answer began,
+        # if an empty one (the reasoning it closed may be empty or the prompt's)
+        self._answered = not parser._inner and _closes_reasoning(events, parser._emit_from)
         self._events = events
         self._blocks = None
         fmt, _end, reasoning = _turn_format(events, parser.format)
@@ -1413,12 +1443,52 @@ class Completion:
         self.finish_reason = parser.finish_reason
         return self
 
+    def _the_dialect(self) -> Dialect:
+        """The Dialect read with (one of your own too), unless ``dialect`` was set to
+        another name since."""
+        d = self._dialect
+        return d if d.name == self.dialect else get_dialect(self.dialect)
+
+    def _id(self, index: int) -> str:
+        return _call_id_of(self._calls, self._call_id, index)
+
+    def __getstate__(self) -> dict:
+        # (every pickle protocol: the default for a class with __slots__ needs 2) The
+        # ids are made now and kept, and the id maker is left behind: a lambda cannot
+        # be pickled, and the result needs it no more.
+        for index in range(len(self._calls)):
+            self._id(index)
+        state = {name: getattr(self, name) for name in self.__slots__}
+        state["_calls"] = [[None, None, entry[2]] for entry in self._calls]
+        state["_call_id"] = None
+        return state
+
+    def __setstate__(self, state) -> None:
+        if isinstance(state, tuple):    # (a pickle of an earlier version: slots only)
+            state = dict(state[1])
+        made = state.pop("_id", None)   # (which was the parser's bound method)
+        if made is not None:
+            state["_calls"] = made.__self__._tool_calls
+            state["_call_id"] = made.__self__._call_id
+        for name, value in state.items():
+            setattr(self, name, value)
+        if "_dialect" not in state:
+            self._dialect = get_dialect(self.dialect)
+
+    def __eq__(self, other):
+        if not isinstance(other, Completion):
+            return NotImplemented
+        return (self.dialect, self.text, self.format, self.to_dict()) == \
+            (other.dialect, other.text, other.format, other.to_dict())
+
+    __hash__ = None
+
     @property
     def blocks(self) -> list:
         """The whole turn as one list of blocks (``thoughts``, ``tool_calls``,
         ``tool_outputs``, ``response``), whatever :attr:`format` the messages use."""
         if self._blocks is None:
-            builder = _Builder(self.text, self._events, get_dialect(self.dialect), False,
+            builder = _Builder(self.text, self._events, self._the_dialect(), False,
                                "blocks", True)
             builder.group_end = self._group_end
             builder.build_turn()
@@ -1440,7 +1510,7 @@ class Completion:
             out["rest"] = self.rest
         return out
 
-    def openai(self) -> dict:
+    def openai(self) -> dict[str, object]:
         """The completion as an OpenAI chat ``message``: ``role``, ``content``,
         ``reasoning_content`` (when there is reasoning) and ``tool_calls`` (``id``,
         ``type``, ``function``; the ids a :class:`StreamParser` streamed).
@@ -1464,6 +1534,16 @@ class Completion:
         return (f"Completion(dialect={self.dialect!r}, reasoning={self.reasoning!r}, "
                 f"content={self.content!r}, tool_calls={self.tool_calls!r}, "
                 f"finish_reason={self.finish_reason!r}, warnings={self.warnings!r})")
+
+
+def _closes_reasoning(events, start: int) -> bool:
+    """Whether the events from offset ``start`` on (the completion's) close reasoning:
+    ``<|inner_suffix|>``, or ``</think>`` (lenient)."""
+    for j in range(0, len(events), 3):
+        k = events[j]
+        if (k == _INNER_SUFFIX or k == _THINK_END) and events[j + 1] >= start:
+            return True
+    return False
 
 
 def parse_completion(text, *, dialect: str | Dialect = DEFAULT_DIALECT,
