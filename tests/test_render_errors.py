@@ -721,3 +721,40 @@ def test_a_container_is_read_as_the_template_reads_it(container, system, dialect
         return
     assert render(container(messages), dialect=dialect, date=DATE) == expected
     assert render_with_spans(container(messages), dialect=dialect, date=DATE).text == expected
+
+
+class _Boom:
+    def __str__(self):
+        raise RuntimeError("boom")
+
+
+class _BadBool:
+    def __bool__(self):
+        raise ValueError("no truth")
+
+
+def test_an_error_the_callers_object_raises_is_the_render_errors_cause():
+    """A RenderError made of an exception that the caller's own object raised (a
+    ``__str__``, a ``__bool__``, a container's ``__len__``) was raised ``from None``:
+    the object's traceback was gone, where jinja2 lets the exception through (drop-in
+    audit). It is now the RenderError's ``__cause__``; the renderer's own errors have
+    none."""
+    from apertus_fast import ApertusFormatter, Conversation, Message, Role
+
+    calls = {
+        "a tool message": lambda: render([u(), a(), {"role": "tool", "content": _Boom()}]),
+        "a flag": lambda: render([u()], enable_thinking=_BadBool()),
+        "the messages": lambda: render(_LenFails([u()])),
+        "the formatter": lambda: ApertusFormatter(date=DATE).format_conversation(
+            Conversation([Message.user("u"), Message.assistant("a"), Message(Role.TOOL, _Boom())])),
+    }
+    for what, call in calls.items():
+        with pytest.raises(RenderError) as info:
+            call()
+        assert type(info.value.__cause__) in (RuntimeError, ValueError), what
+        assert str(info.value.__cause__) in str(info.value), what
+    for own in ([{"role": "x", "content": "u"}], [{"role": "user", "content": 5}],
+                [u(), {"role": "assistant", "content": {"blocks": [{"type": "y"}]}}]):
+        with pytest.raises(RenderError) as info:
+            render(own)
+        assert info.value.__cause__ is None and info.value.__suppress_context__

@@ -496,7 +496,7 @@ def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str 
     try:
         return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
     except _ERRORS as exc:
-        raise _tools_error(exc) from None
+        raise _tools_error(exc) from _cause(exc)
 
 
 # Rendered signatures of single tools, keyed by the environment and ``marshal.dumps`` of
@@ -555,7 +555,7 @@ def _render_tools(tools, trim, jinja_json, native):
             text_ = _render_tool(tool, trim, jinja_json, native)
         except _ERRORS as exc:
             failed = _Fail(f"tools[{ti}]{_tool_label(tool)}: {_reason(exc)}")
-            raise _not_a_list(failed, tools, "tools") from None
+            raise _not_a_list(failed, tools, "tools") from _cause(exc)
         # (cached only if the tool is still what the key says: another thread may have
         # edited it while it rendered, and the text of the new version would then be
         # served for the old one)
@@ -811,12 +811,12 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
     try:
         system, start = _system_prompt(messages, d, date, look)
     except _ERRORS as exc:
-        raise _render_error(exc, 0 if messages else None) from None
+        raise _render_error(exc, 0 if messages else None) from _cause(exc)
     if type(bos_token) is not str:
         try:
             bos_token = text(bos_token)
         except Exception as exc:  # noqa: BLE001 - whatever its __str__ raises
-            raise RenderError(f"bos_token: {_reason(exc)}") from None
+            raise RenderError(f"bos_token: {_reason(exc)}") from _cause(exc)
     out = [bos_token, system,
            _THINKING_ON if _truth(enable_thinking, "enable_thinking") else _THINKING_OFF]
     if tools_text is not None:
@@ -830,7 +830,7 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
             out.append(_TOOLS_HEAD + _render_tools(tools, d.trim_blocks, d.tojson == "jinja",
                                                    d.openai_shapes) + DEVELOPER_END)
         except _ERRORS as exc:
-            raise _tools_error(exc) from None
+            raise _tools_error(exc) from _cause(exc)
     else:
         out.append(_NO_TOOLS)
     _render_messages(messages, start, d, out, continue_assistant_message, marks)
@@ -848,7 +848,7 @@ def _truth(flag, name):
     try:
         return bool(flag)
     except Exception as exc:  # noqa: BLE001 - whatever its __bool__ raises
-        raise RenderError(f"{name}: {_reason(exc)}") from None
+        raise RenderError(f"{name}: {_reason(exc)}") from _cause(exc)
 
 
 def _reason(exc):
@@ -891,17 +891,17 @@ def _template_view(messages):
             return [*messages], False
         first = messages[0]
     except Exception as exc:  # noqa: BLE001 - whatever the container raises
-        raise RenderError(f"messages: {_reason(exc)}") from None
+        raise RenderError(f"messages: {_reason(exc)}") from _cause(exc)
     if type(first) is not dict:
         first = _template_messages([first])[0]
     try:
         system = attr(first, "role") == "system"
     except _ERRORS as exc:
-        raise _render_error(exc, 0) from None
+        raise _render_error(exc, 0) from _cause(exc)
     try:
         return ([first, *messages[1:]], True) if system else ([*messages], False)
     except Exception as exc:  # noqa: BLE001 - whatever the container raises
-        raise RenderError(f"messages: {_reason(exc)}") from None
+        raise RenderError(f"messages: {_reason(exc)}") from _cause(exc)
 
 
 def _template_messages(messages):
@@ -942,6 +942,17 @@ def _found(x, key, expected):
     if is_mapping(x):
         return f'a mapping without "{key}", keys {shown(list(x)[:5], 80)}; expected {expected}'
     return f"got {type(x).__name__} {shown(x, 60)}; expected {expected}"
+
+
+def _cause(exc):
+    """What a RenderError made of ``exc`` is chained to (``raise ... from``): ``exc``
+    itself when the renderer did not raise it (the caller's object did: a ``__str__``
+    that raises, say; its traceback stays in view, as jinja2 lets such an error
+    through), else what ``exc`` was chained to, so that a wrapped error keeps its cause
+    (nothing, for the renderer's own errors)."""
+    if isinstance(exc, (_Fail, RenderError)):
+        return exc.__cause__
+    return exc
 
 
 def _render_error(exc, index):
@@ -1062,7 +1073,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                                                      'an assistant block\'s "type"')))
                             except _Fail as exc:
                                 raise _not_a_list(exc, blocks,
-                                                  'the assistant content\'s "blocks"') from None
+                                                  'the assistant content\'s "blocks"') from _cause(exc)
                         first = False
                 else:
                     raise _Fail("Invalid assistant content: " + _why_content(content))
@@ -1087,7 +1098,7 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                 raise _Fail("Invalid message role" + _role_found(message, role))
             i += 1
     except _ERRORS as exc:
-        raise _render_error(exc, i) from None
+        raise _render_error(exc, i) from _cause(exc)
     if in_tool:
         _model(out, marks, False)
         out.append(tout_close)
@@ -1169,7 +1180,7 @@ def _user_parts(parts, d, out):
             try:
                 raise _Fail(text(cat("Invalid user part: ", ptype, 'a user content part\'s "type"')))
             except _Fail as exc:
-                raise _not_a_list(exc, parts, 'the user content\'s "parts"') from None
+                raise _not_a_list(exc, parts, 'the user content\'s "parts"') from _cause(exc)
 
 
 def _is_display_answers(calls):
@@ -1192,7 +1203,7 @@ def _block_calls(calls, openai_shapes):
     try:
         return _block_calls_of(calls, openai_shapes)
     except _ERRORS as exc:
-        raise _not_a_list(exc, calls, 'a tool_calls block\'s "calls"') from None
+        raise _not_a_list(exc, calls, 'a tool_calls block\'s "calls"') from _cause(exc)
 
 
 def _block_calls_of(calls, openai_shapes):
@@ -1220,7 +1231,7 @@ def _legacy_calls(calls, openai_shapes):
     try:
         return _legacy_calls_of(calls, openai_shapes)
     except _ERRORS as exc:
-        raise _not_a_list(exc, calls, 'the message\'s "tool_calls"') from None
+        raise _not_a_list(exc, calls, 'the message\'s "tool_calls"') from _cause(exc)
 
 
 def _legacy_calls_of(calls, openai_shapes):
