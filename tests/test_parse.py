@@ -876,3 +876,23 @@ def test_the_result_pickles_at_every_protocol(protocol):
         assert again == parsed and again.warnings == parsed.warnings
         assert again.tool_names == ["f"] and again.render() == parsed.render()
         assert copy.deepcopy(parsed) == parsed and copy.copy(parsed) == parsed
+
+
+@pytest.mark.parametrize("args", ["0 ", '{"a": 1} ', "\n[1]\t", ' "s"'])
+def test_arguments_with_json_whitespace_read_the_same_leniently(args):
+    """Arguments that are JSON with whitespace around it (``"0 "``, which
+    ``json.loads`` takes) were not JSON to the lenient reading, whose JSON reading of
+    the list won and dropped the space: lenient parsing of a text the renderer wrote
+    differed from strict parsing (found by the drop-in property test, now and then)."""
+    from apertus_fast import parse_completion
+
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"type": "function", "function": {"name": "display_answers", "arguments": args}}]}]
+    for dialect in ("apertus-format-reference", "apertus-1", "apertus-1.5"):
+        text = render(messages, dialect=dialect, date="2026-01-01")
+        strict = parse(text, dialect=dialect)
+        lenient = parse(text, dialect=dialect, strict=False)
+        assert lenient.messages == strict.messages == messages and not lenient.warnings
+    body = '<|tools_prefix|>[{"f": ' + args + '}]<|tools_suffix|>'
+    assert parse_completion(body).tool_calls == [{"name": "f", "arguments": args}]

@@ -33,7 +33,7 @@ cdef tuple _read_calls(str body)
 @cython.locals(calls=list, n=Py_ssize_t, pos=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t,
                nxt=Py_ssize_t, memo=dict)
 cdef tuple _salvage(str raw)
-@cython.locals(call=tuple, args=str)
+@cython.locals(call=tuple, args=str, n=Py_ssize_t, end=Py_ssize_t)
 cdef bint _all_json(list calls) except -1
 @cython.locals(best=Py_ssize_t, m=Py_ssize_t, k=Py_ssize_t)
 cdef Py_ssize_t _shared_prefix(str s, str a, str b) except -1

@@ -1306,10 +1306,15 @@ def _salvage(raw):
 
 
 def _all_json(calls):
-    """Whether every call's arguments (its second item) are one JSON value."""
+    """Whether every call's arguments (its second item) are a JSON text: one value,
+    with JSON whitespace around it as ``json.loads`` allows (``"0 "`` too: a call the
+    template writes ``{"f": 0 }`` is of the written form, and the lenient reading,
+    which would drop the space, must not win over it)."""
     for call in calls:
         args = call[1]
-        if _json_end(args, 0) != len(args):
+        n = len(args)
+        end = _json_end(args, _json_ws(args, 0, n))
+        if end < 0 or _json_ws(args, end, n) != n:
             return False
     return True
 
