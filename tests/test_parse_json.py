@@ -96,14 +96,18 @@ def test_any_text_over_the_grammar_alphabet(text):
                                              max_size=30).map("".join)),
        data=st.data())
 def test_a_memo_changes_no_answer(text, data):
-    """The call-list readers keep a memo of where the containers they have read end
-    (``{start: end}``, -1 for one that is not JSON) and ask the skipper from many
-    positions of one text: with the memo every answer is the one without it, whatever
-    the order of the questions."""
-    memo = {}
+    """The call-list readers keep a memo of the containers found not to be JSON
+    (``{start: -1}``) and ask the skipper from many positions of one text: with the
+    memo every answer is the one without it, whatever the order of the questions."""
+    memo, plain_memo = {}, {}
     for pos in data.draw(st.permutations(range(len(text) + 1)), label="positions"):
-        assert _parse._skip_json_value(text, pos, memo) == _parse._skip_json_value(text, pos), \
-            (text, pos)
+        expected = _parse._skip_json_value(text, pos)
+        assert _parse._skip_json_value(text, pos, memo) == expected, (text, pos)
+        # the plain-Python build: the json module first, the skipper where it fails
+        assert _SOURCE._json_end(text, pos, plain_memo) == expected, (text, pos)
+
+
+_SOURCE = source_module("_parse")
 
 
 @pytest.mark.parametrize("text", [

@@ -237,18 +237,22 @@ _COMPILED = not __file__.endswith(".py")
 
 def _json_end(s, pos, memo=None):
     """End of the JSON value starting exactly at ``pos``, or -1 (where
-    ``json.JSONDecoder().raw_decode(s, pos)`` raises). With a ``memo`` (a dict kept
-    for one ``s``, see :func:`_json_skip`) the skipper answers, in both builds."""
-    if _COMPILED or memo is not None:
+    ``json.JSONDecoder().raw_decode(s, pos)`` raises). ``memo``: a dict kept for one
+    ``s`` (see :func:`_json_skip`), or None."""
+    if _COMPILED:
         return _json_skip(s, pos, memo)
     if pos >= len(s) or s[pos] not in _JSON_START:
+        return -1
+    if memo is not None and pos in memo:
         return -1
     try:
         return _JSON.raw_decode(s, pos)[1]
     except ValueError:
+        if memo is not None:    # (the skipper notes where it failed, for the next try)
+            _json_skip(s, pos, memo)
         return -1
     except RecursionError:  # the scanner recurses; the skipper does not
-        return _json_skip(s, pos)
+        return _json_skip(s, pos, memo)
 
 
 def _json_ws(s, i, n):
@@ -359,13 +363,15 @@ def _json_skip(s, pos, memo=None):
     ``json.JSONDecoder().raw_decode(s, pos)`` answers (-1 where it raises), found
     without building the value and without recursion (so at any depth).
 
-    ``memo`` (a dict, or None) remembers for ``s`` where the containers the skipper
-    has read end: ``{start: end}``, ``-1`` for one that is not JSON. A value's reading
-    does not depend on what surrounds it, so a later call that meets a container
-    already read jumps over it. The call-list readers try the arguments of every
-    call, and text that is not of the written form can start them inside an earlier
-    call's unfinished arguments, each time one container further in; without the
-    memo every try read the text to its end again (quadratic)."""
+    ``memo`` (a dict, or None) remembers for ``s`` the containers the skipper found
+    not to be JSON, ``{start: -1}``: those still open where a reading failed (each
+    holds the spot where it failed). A value's reading does not depend on what
+    surrounds it, so a later call that meets one of them fails at once. The call-list
+    readers try the arguments of every call, and text that is not of the written form
+    can start them inside an earlier call's unfinished arguments, each time one
+    container further in; without the memo every try read the text to its end again
+    (quadratic). (Containers that are JSON are not noted: each would cost a dict entry,
+    and a reading that starts at one is read through once more, not once per call.)"""
     if memo is None:
         return _json_scan(s, pos, None, None)
     starts = []
@@ -392,9 +398,7 @@ def _json_scan(s, pos, memo, starts):
             if i < 0:
                 return -1
         elif (c == "{" or c == "[") and memo is not None and i in memo:
-            i = memo[i]
-            if i < 0:
-                return -1
+            return -1   # (a container found not to be JSON)
         elif c == "{":
             start = i
             i = _json_ws(s, i + 1, n)
@@ -439,7 +443,7 @@ def _json_scan(s, pos, memo, starts):
                     stack.pop()
                     i += 1
                     if memo is not None:
-                        memo[starts.pop()] = i
+                        starts.pop()
                     continue
                 if c != ",":
                     return -1
@@ -451,7 +455,7 @@ def _json_scan(s, pos, memo, starts):
                 stack.pop()
                 i += 1
                 if memo is not None:
-                    memo[starts.pop()] = i
+                    starts.pop()
                 continue
             if c != ",":
                 return -1
