@@ -1328,6 +1328,16 @@ def test_a_completion_pickles_at_every_protocol_without_its_parser(protocol):
     # the default ids too: made once, the same in the copy
     c = parse_completion(_TURN, dialect="apertus-1.5")
     assert pickle.loads(pickle.dumps(c, protocol=protocol)).openai() == c.openai()
+    # a subclass's own attributes come along
+    tagged = _TaggedCompletion.__new__(_TaggedCompletion)
+    tagged.__setstate__(c.__getstate__())
+    tagged.source = "a.jsonl"
+    again = pickle.loads(pickle.dumps(tagged, protocol=protocol))
+    assert type(again) is _TaggedCompletion and again.source == "a.jsonl" and again == c
+
+
+class _TaggedCompletion(__import__("apertus_fast").Completion):
+    pass
 
 
 def test_the_ids_are_the_parsers_whoever_asks_first():

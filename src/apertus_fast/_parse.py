@@ -22,11 +22,13 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import copyreg
 import sys
 from array import array
 from typing import TYPE_CHECKING
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
+from ._dialects import DIALECTS as _BUILT_IN
 from ._errors import ApertusError, Lines, ParseError, RenderError
 from ._lex import scan_str, utf8_found
 from ._render import render, renders_to
@@ -122,11 +124,12 @@ class ParsedConversation:
                  bos_token: str = "<s>", date: str | None = None, format: str = "string",
                  warnings: list[str] | None = None):
         self.messages = messages
-        # the name (what to_dict() writes); a Dialect given is kept too, and renders
-        # as long as the name is its own: one of your own (dataclasses.replace of a
-        # built-in one) was looked up by its name, unknown or another dialect's
+        # the name (what to_dict() writes); a Dialect of your own (dataclasses.replace
+        # of a built-in one) is kept too, and renders as long as the name is its own:
+        # it was looked up by its name, unknown or another dialect's. A built-in one,
+        # or a copy of it (unpickled), renders by its name: the hot path knows it.
         if isinstance(dialect, Dialect):
-            self._dialect = dialect
+            self._dialect = None if _BUILT_IN.get(dialect.name) == dialect else dialect
             self.dialect = dialect.name
         else:
             self._dialect = None
@@ -152,19 +155,21 @@ class ParsedConversation:
                 self.tools_text, _tool_names(self.tools_text) if self.tools_text else [])
         return cached[1]
 
-    def __reduce__(self):
-        # (every pickle protocol: the default for a class with __slots__ needs 2)
-        return (type(self), (self.messages, self._dialect_arg(), self.enable_thinking,
-                             self.add_generation_prompt, self.continue_assistant_message,
-                             self.tools_text, self.bos_token, self.date, self.format,
-                             self.warnings))
+    def __getstate__(self) -> dict:
+        # (every pickle protocol: the default for a class with __slots__ needs 2; a
+        # subclass's own slots and __dict__ come along)
+        state = dict(getattr(self, "__dict__", ()))
+        for name in copyreg._slotnames(type(self)):
+            if name != "_tool_names" and hasattr(self, name):
+                state[name] = getattr(self, name)
+        return state
 
     def __setstate__(self, state):
-        # (a pickle of an earlier version: its slots, as the default pickling wrote them)
-        slots = state[1] if isinstance(state, tuple) else state
+        if isinstance(state, tuple):    # (the default pickling's: __dict__, slots)
+            state = {**(state[0] or {}), **state[1]}
         self._dialect = self._tool_names = None
-        for name, value in slots.items():
-            if name != "_tool_names":   # (then a bare list of names: read again)
+        for name, value in state.items():
+            if name != "_tool_names":   # (an earlier version's, a bare list: read again)
                 setattr(self, name, value)
 
     def _dialect_arg(self):
@@ -176,7 +181,9 @@ class ParsedConversation:
     def __eq__(self, other):
         if not isinstance(other, ParsedConversation):
             return NotImplemented
-        return self.to_dict() == other.to_dict()
+        # (and the dialect they render with: one of your own may keep a built-in name)
+        return self.to_dict() == other.to_dict() and \
+            self._dialect_arg() == other._dialect_arg()
 
     __hash__ = None
 

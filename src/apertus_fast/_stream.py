@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import codecs
 import copy
+import copyreg
 import re
 import uuid
 from array import array
@@ -1458,14 +1459,18 @@ class Completion:
         # be pickled, and the result needs it no more.
         for index in range(len(self._calls)):
             self._id(index)
-        state = {name: getattr(self, name) for name in self.__slots__}
+        # (a subclass's own slots and __dict__ come along)
+        state = dict(getattr(self, "__dict__", ()))
+        for name in copyreg._slotnames(type(self)):
+            if hasattr(self, name):
+                state[name] = getattr(self, name)
         state["_calls"] = [[None, None, entry[2]] for entry in self._calls]
         state["_call_id"] = None
         return state
 
     def __setstate__(self, state) -> None:
         if isinstance(state, tuple):    # (a pickle of an earlier version: slots only)
-            state = dict(state[1])
+            state = {**(state[0] or {}), **state[1]}
         made = state.pop("_id", None)   # (which was the parser's bound method)
         if made is not None:
             state["_calls"] = made.__self__._tool_calls
