@@ -1825,3 +1825,26 @@ def test_completions_sample_shows_each_case(tmp_path, capsys):
     assert records["c-004"]["warnings"] == ["line 1, column 1: <think> read as <|inner_prefix|>",
                                             "line 1, column 52: </think> read as <|inner_suffix|>"]
     assert "read 9 completions (6 warnings), failed 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code, said", [
+    (errno.EMFILE, "apertus-fast: error: Too many open files\n"),
+    (errno.EAGAIN, "apertus-fast: error: Resource temporarily unavailable\n"),
+    (errno.ENOSPC, "apertus-fast: error: cannot write <stdout>: No space left on device\n"),
+])
+def test_an_error_of_the_systems_resources_is_not_blamed_on_the_output(tmp_path, monkeypatch, capsys, code, said):
+    """Every OSError that ended a command was reported as the output's: with -o - a
+    worker's pipe that could not be made (too many open files, under -j) said
+    "cannot write <stdout>" (review). Errors of the system's resources say what they
+    are; errors of writing still name the output."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"messages": [{"role": "user", "content": "q"}]}) + "\n")
+
+    def fail(args):
+        raise OSError(code, os.strerror(code))
+
+    parser = cli.build_parser()     # (its render command runs `fail`)
+    parser._subparsers._group_actions[0].choices["render"].set_defaults(func=fail)
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    assert cli.main(["render", str(src), "-q"]) == 2
+    assert capsys.readouterr().err == said

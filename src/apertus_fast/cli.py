@@ -2045,6 +2045,11 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
         sys.stderr = err
 
 
+#: Errors of the system's resources, not of writing an output: too many open files,
+#: processes or threads, no memory for them.
+_NOT_WRITING = frozenset((errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM))
+
+
 def _main(argv: list[str] | None, exiting: bool) -> int:
     global _committed
     parser = build_parser()
@@ -2084,6 +2089,11 @@ def _main(argv: list[str] | None, exiting: bool) -> int:
         return 2
     except OSError as exc:
         target = getattr(args, "output", None)
+        if exc.filename is None and exc.errno in _NOT_WRITING:
+            # (no output's error: a pipe or a process for a --jobs worker that could
+            # not be made; it used to say "cannot write <stdout>" with -o -)
+            sys.stderr.write(f"{PROG}: error: {exc.strerror or exc}\n")
+            return 2
         # (stdout is named as stdin is: "cannot write <stdout>", not "cannot write")
         where = exc.filename or target if target not in (None, "-") else "<stdout>"
         sys.stderr.write(f"{PROG}: error: cannot write {where}: {exc.strerror or exc}\n")
