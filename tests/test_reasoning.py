@@ -73,6 +73,13 @@ def test_messages_that_are_other_mappings():
             {"type": "tool_calls", "calls": [{"name": CALL["function"]["name"],
                                               "arguments": CALL["function"]["arguments"]}]}]}
         assert "Check." in render(moved, date=DATE)
+    # tuples where render takes them (calls, blocks), as lists (review)
+    moved = reasoning_to_blocks([USER, {"role": "assistant", "content": "Sunny.", "reasoning": "Check.",
+                                        "tool_calls": (CALL,)}])
+    assert moved[1]["content"]["blocks"][-1]["type"] == "tool_calls"
+    moved = reasoning_to_blocks([USER, {"role": "assistant", "reasoning": "Check.",
+                                        "content": {"blocks": ({"type": "response", "text": "Sunny."},)}}])
+    assert [b["type"] for b in moved[1]["content"]["blocks"]] == ["thoughts", "response"]
     # block content given as another mapping keeps its blocks, after the reasoning
     blocks = UserDict({"blocks": [{"type": "response", "text": "Sunny."}]})
     moved = reasoning_to_blocks([USER, UserDict({"role": "assistant", "content": blocks,

@@ -110,7 +110,7 @@ def _blocks(m: dict, index: int, reasoning: str | None) -> list:
     content = m.get("content")
     if _is_mapping(content):
         blocks = content.get("blocks")
-        if not isinstance(blocks, list):
+        if not isinstance(blocks, (list, tuple)):   # (a tuple renders as a list does)
             raise RenderError('assistant content: a mapping without a "blocks" list', index)
         blocks = list(blocks)
         if reasoning is not None:
@@ -127,7 +127,7 @@ def _blocks(m: dict, index: int, reasoning: str | None) -> list:
             blocks.append({"type": "response", "text": text})
     calls = m.get("tool_calls")
     if calls:
-        if not isinstance(calls, list):
+        if not isinstance(calls, (list, tuple)):   # (a tuple renders as a list does)
             raise RenderError(f'"tool_calls": expected a list, got {type(calls).__name__}', index)
         blocks.append({"type": "tool_calls", "calls": [_call(c, index) for c in calls]})
     return blocks
