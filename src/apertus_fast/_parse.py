@@ -129,7 +129,8 @@ class ParsedConversation:
         # it was looked up by its name, unknown or another dialect's. A built-in one,
         # or a copy of it (unpickled), renders by its name: the hot path knows it.
         if isinstance(dialect, Dialect):
-            self._dialect = None if _BUILT_IN.get(dialect.name) == dialect else dialect
+            built_in = _BUILT_IN.get(dialect.name)
+            self._dialect = None if built_in is dialect or built_in == dialect else dialect
             self.dialect = dialect.name
         else:
             self._dialect = None
