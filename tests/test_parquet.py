@@ -437,6 +437,18 @@ def test_binary_columns_are_utf8_text(tmp_path, capsys):
     assert read_json_lines(out) == [render(messages, date=DATE)]
 
 
+def test_a_string_column_that_is_not_utf8_says_so_as_a_binary_one_does(tmp_path, capsys):
+    """A string column written by a tool that does not check its UTF-8 gave Python's
+    own words, counted from 0 ('utf-8' codec can't decode byte 0xff in position 0),
+    where a binary column gives the documented reason (CLI audit)."""
+    offsets = pa.array([0, 2, 4], pa.int32()).buffers()[1]
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"ok\xff!")])
+    src = write(pa.table({"completion": bad}), tmp_path / "c.parquet")
+    assert main("completions", src, "-o", tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f'{src}:row 2: column "completion": invalid UTF-8 at byte 1: invalid start byte')
+
+
 def test_parse_lone_surrogates_stay_lossless_in_the_json_column(tmp_path, capsys):
     text = render([{"role": "user", "content": "x \ud800 y"}], dialect="apertus-1")
     src = tmp_path / "t.jsonl"

@@ -165,7 +165,10 @@ def _column_values(column, errors) -> tuple[list, dict]:
                 values.append(None if v is None else convert(v))
         except errors as exc:
             values.append(None)
-            failed[i] = _one_line(str(exc)) or type(exc).__name__
+            if isinstance(exc, UnicodeDecodeError):   # (a string column that is not UTF-8)
+                failed[i] = f"invalid UTF-8 at byte {exc.start + 1}: {exc.reason}"
+            else:
+                failed[i] = _one_line(str(exc)) or type(exc).__name__
     return values, failed
 
 
