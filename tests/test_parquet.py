@@ -449,6 +449,20 @@ def test_a_string_column_that_is_not_utf8_says_so_as_a_binary_one_does(tmp_path,
         f'{src}:row 2: column "completion": invalid UTF-8 at byte 1: invalid start byte')
 
 
+def test_a_timestamp_date_column_is_named_as_the_date_check_sees_it(tmp_path, capsys):
+    """A ``date`` column holds dates; a timestamp there fails its row, naming the
+    value. One in nanoseconds (a Nanoseconds, an int) was called a number (review)."""
+    messages = json.dumps([{"role": "user", "content": "q"}])
+    table = pa.table({"messages": [messages, messages],
+                      "date": pa.array([1_700_000_000_123_456_789, 1_700_000_000_000_000_000],
+                                       pa.timestamp("ns"))})
+    src = write(table, tmp_path / "d.parquet")
+    assert main("render", src, "-o", tmp_path / "out.jsonl") == 1
+    assert capsys.readouterr().err.splitlines()[:2] == [
+        f"{src}:row 1: date must be 'YYYY-MM-DD', got '2023-11-14T22:13:20.123456789'",
+        f"{src}:row 2: date must be 'YYYY-MM-DD', got '2023-11-14T22:13:20'"]
+
+
 def test_parse_lone_surrogates_stay_lossless_in_the_json_column(tmp_path, capsys):
     text = render([{"role": "user", "content": "x \ud800 y"}], dialect="apertus-1")
     src = tmp_path / "t.jsonl"

@@ -317,7 +317,11 @@ def _json_text(value):
 
 
 def _iso_date(value):
-    return value.isoformat() if isinstance(value, _dt.date) else value
+    # (a timestamp too, whose time the date check then names; one in nanoseconds is a
+    # Nanoseconds, an int, which that check would call a number)
+    if isinstance(value, _dt.date) or type(value) is Nanoseconds:
+        return value.isoformat()
+    return value
 
 
 def _utf8(value):
