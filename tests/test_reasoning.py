@@ -80,6 +80,9 @@ def test_messages_that_are_other_mappings():
     moved = reasoning_to_blocks([USER, {"role": "assistant", "reasoning": "Check.",
                                         "content": {"blocks": ({"type": "response", "text": "Sunny."},)}}])
     assert [b["type"] for b in moved[1]["content"]["blocks"]] == ["thoughts", "response"]
+    moved = reasoning_to_blocks([USER, {"role": "assistant", "reasoning": "Check.",
+                                        "content": ({"type": "text", "text": "Sunny."},)}])
+    assert moved[1]["content"]["blocks"][-1] == {"type": "response", "text": "Sunny."}
     # block content given as another mapping keeps its blocks, after the reasoning
     blocks = UserDict({"blocks": [{"type": "response", "text": "Sunny."}]})
     moved = reasoning_to_blocks([USER, UserDict({"role": "assistant", "content": blocks,

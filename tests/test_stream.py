@@ -1324,6 +1324,7 @@ def test_a_completion_pickles_at_every_protocol_without_its_parser(protocol):
     again = pickle.loads(pickle.dumps(c, protocol=protocol))
     assert again == c and again.openai() == c.openai() and again.blocks == c.blocks
     assert [t["id"] for t in again.openai()["tool_calls"]] == ["call_0", "call_1"]
+    assert again._dialect is get_dialect("apertus-1.5")   # (a built-in one by its name)
     assert copy.deepcopy(c).openai() == c.openai()
     # the default ids too: made once, the same in the copy
     c = parse_completion(_TURN, dialect="apertus-1.5")
@@ -1373,6 +1374,23 @@ def test_closing_the_prompts_reasoning_is_an_answer_that_began():
     assert parse_completion("hi", dialect="apertus-1.5").openai()["content"] == "hi"
     assert parse_completion("<|tools_prefix|>[]<|tools_suffix|>",
                             dialect="apertus-1.5").openai()["content"] is None
+    # tokens that close no reasoning of the turn are none (review): a </think> that is
+    # a tool output's text, a token after the turn's end, one that closed nothing
+    calls = '<|tools_prefix|>[{"f": {}}]<|tools_suffix|>'
+    for dialect, text in [("apertus-1.5", calls + "<|tool_output_start|>a</think>b<|tool_output_end|>"),
+                          ("apertus-1", calls + "<|assistant_end|><|user_start|>x<|inner_suffix|>"),
+                          ("apertus-1.5", "<|assistant_end|><|inner_prefix|>a<|inner_suffix|>"),
+                          ("apertus-1", calls + "<|inner_suffix|>")]:
+        assert parse_completion(text, dialect=dialect).openai()["content"] is None, text
+    # a stream pickled before the parser kept this (its reasoning tells, as it did)
+    p = StreamParser("apertus-1.5")
+    p.feed("<|inner_prefix|>a<|inner_suffix|>")
+    state = p.__getstate__()
+    del state["_closed_inner"]
+    again = StreamParser.__new__(StreamParser)
+    again.__setstate__(state)
+    again.close()
+    assert again.result().openai()["content"] == ""
 
 
 def test_a_completion_reads_its_blocks_with_a_dialect_of_your_own():

@@ -82,7 +82,7 @@ def _text_of(content, index: int) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
+    if isinstance(content, (list, tuple)):
         texts = []
         for part in content:
             if not (_is_mapping(part) and part.get("type") == "text" and isinstance(part.get("text"), str)):

@@ -22,7 +22,7 @@ cdef class StreamParser:
     cdef public object _calls_no, _group, _group_at, _held, _held_at, _held_n, _held_items
     cdef public object _held_pos, _held_watch, _held_wait, _prompt_closed_group, _out
     cdef public object _reasoning, _content, _tool_calls, _call_index, _names, _outputs
-    cdef public object _warnings
+    cdef public object _warnings, _closed_inner
     # as a plain class has them: a subclass's own attributes, weak references
     cdef dict __dict__
     cdef object __weakref__

@@ -639,7 +639,7 @@ _STATE = (
     "_after_calls", "_waiting", "_astart", "_ended", "_calls", "_calls_at", "_calls_no",
     "_group", "_group_at", "_held", "_held_at", "_held_n", "_held_items", "_held_pos",
     "_held_watch", "_held_wait", "_prompt_closed_group", "_out", "_reasoning", "_content",
-    "_tool_calls", "_call_index", "_names", "_outputs", "_warnings",
+    "_tool_calls", "_call_index", "_names", "_outputs", "_warnings", "_closed_inner",
 )
 
 
@@ -704,6 +704,7 @@ class StreamParser:
         # the builder's state machine (_parse._Builder.blocks_body), as the text arrives
         self._mode = _M_TEXT
         self._inner = False
+        self._closed_inner = False      # the completion closed reasoning
         self._after_calls = False
         self._waiting = False
         self._astart = False            # an <|assistant_start|> is the last event so far
@@ -743,11 +744,12 @@ class StreamParser:
                 if self._mode == _M_HELD and not self._tail:
                     self._prompt_group()   # (a tail: the prompt goes on after the run)
                 self._out = []
+                self._closed_inner = False   # (the completion's, not the prompt's)
 
     def __getstate__(self) -> dict:
         # copy.copy / copy.deepcopy / pickle mid-stream (one parser per candidate
         # continuation, or a stream handed to another process): the scanner module and
-        # its table are rebuilt, the dialect is looked up by name
+        # its table are rebuilt, a built-in dialect is looked up by name
         self._ids()
         state = dict(getattr(self, "__dict__"))   # (compiled: only what a subclass adds)
         state.pop("_core", None)
@@ -761,6 +763,8 @@ class StreamParser:
         return state
 
     def __setstate__(self, state: dict) -> None:
+        if "_closed_inner" not in state:   # (a pickle of an earlier version)
+            state = {**state, "_closed_inner": bool(state["_reasoning"])}
         for name, value in state.items():
             setattr(self, name, value)
         self.dialect = get_dialect(state["dialect"])
@@ -946,6 +950,8 @@ class StreamParser:
         elif k == _INNER_PREFIX:
             self._inner = True
         elif k == _INNER_SUFFIX:
+            if self._inner:     # (reasoning closed: an answer, if an empty one, began)
+                self._closed_inner = True
             self._inner = False
         elif k == _TOOLS_PREFIX:
             self._waiting = False
@@ -1411,7 +1417,7 @@ class Completion:
             events[0] = _TEXT
         # the completion closed reasoning (its own, or the prompt's): an answer began,
         # if an empty one (the reasoning it closed may be empty or the prompt's)
-        self._answered = not parser._inner and _closes_reasoning(events, parser._emit_from)
+        self._answered = parser._closed_inner and not parser._inner
         self._events = events
         self._blocks = None
         fmt, _end, reasoning = _turn_format(events, parser.format)
@@ -1466,6 +1472,8 @@ class Completion:
                 state[name] = getattr(self, name)
         state["_calls"] = [[None, None, entry[2]] for entry in self._calls]
         state["_call_id"] = None
+        if DIALECTS.get(self._dialect.name) is self._dialect:
+            state["_dialect"] = None    # (a built-in one by its name, as a parser's)
         return state
 
     def __setstate__(self, state) -> None:
@@ -1477,7 +1485,7 @@ class Completion:
             state["_call_id"] = made.__self__._call_id
         for name, value in state.items():
             setattr(self, name, value)
-        if "_dialect" not in state:
+        if state.get("_dialect") is None:
             self._dialect = get_dialect(self.dialect)
 
     def __eq__(self, other):
@@ -1539,16 +1547,6 @@ class Completion:
         return (f"Completion(dialect={self.dialect!r}, reasoning={self.reasoning!r}, "
                 f"content={self.content!r}, tool_calls={self.tool_calls!r}, "
                 f"finish_reason={self.finish_reason!r}, warnings={self.warnings!r})")
-
-
-def _closes_reasoning(events, start: int) -> bool:
-    """Whether the events from offset ``start`` on (the completion's) close reasoning:
-    ``<|inner_suffix|>``, or ``</think>`` (lenient)."""
-    for j in range(0, len(events), 3):
-        k = events[j]
-        if (k == _INNER_SUFFIX or k == _THINK_END) and events[j + 1] >= start:
-            return True
-    return False
 
 
 def parse_completion(text, *, dialect: str | Dialect = DEFAULT_DIALECT,

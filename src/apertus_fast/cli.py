@@ -2046,8 +2046,8 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
 
 
 #: Errors of the system's resources, not of writing an output: too many open files,
-#: processes or threads, no memory for them.
-_NOT_WRITING = frozenset((errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM))
+#: no memory for a process. (Not EAGAIN: a full non-blocking stdout says it too.)
+_NOT_WRITING = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM))
 
 
 def _main(argv: list[str] | None, exiting: bool) -> int:
