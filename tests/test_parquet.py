@@ -461,6 +461,15 @@ def test_a_timestamp_date_column_is_named_as_the_date_check_sees_it(tmp_path, ca
     assert capsys.readouterr().err.splitlines()[:2] == [
         f"{src}:row 1: date must be 'YYYY-MM-DD', got '2023-11-14T22:13:20.123456789'",
         f"{src}:row 2: date must be 'YYYY-MM-DD', got '2023-11-14T22:13:20'"]
+    # times and durations too, one message for a whole column (review)
+    for name, values in (("t", pa.array([3_600_000_000_001, 3_600_000_000_000], pa.time64("ns"))),
+                         ("d", pa.array([1_000_000_500, 1_000_000_000], pa.duration("ns")))):
+        src = write(pa.table({"messages": [messages, messages], "date": values}),
+                    tmp_path / f"{name}.parquet")
+        assert main("render", src, "-o", tmp_path / "out.jsonl") == 1
+        lines = capsys.readouterr().err.splitlines()[:2]
+        assert [line.rsplit(", got '", 1)[0] for line in lines] == [
+            f"{src}:row {row}: date must be 'YYYY-MM-DD'" for row in (1, 2)], lines
 
 
 def test_parse_lone_surrogates_stay_lossless_in_the_json_column(tmp_path, capsys):

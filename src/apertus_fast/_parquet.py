@@ -317,10 +317,13 @@ def _json_text(value):
 
 
 def _iso_date(value):
-    # (a timestamp too, whose time the date check then names; one in nanoseconds is a
-    # Nanoseconds, an int, which that check would call a number)
-    if isinstance(value, _dt.date) or type(value) is Nanoseconds:
+    # (a timestamp, a time or a duration too, whose text the date check then names,
+    # the same for a whole column; one in nanoseconds is a Nanoseconds, an int, which
+    # that check would call a number)
+    if isinstance(value, (_dt.date, _dt.time)) or type(value) is Nanoseconds:
         return value.isoformat()
+    if isinstance(value, _dt.timedelta):
+        return str(value)
     return value
 
 
