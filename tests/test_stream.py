@@ -1355,6 +1355,13 @@ def test_completions_compare_by_value():
     a, b = (parse_completion(_TURN, dialect="apertus-1.5") for _ in range(2))
     assert a == b and a != parse_completion(_TURN, dialect="apertus-1")
     assert a != parse_completion(_TURN + "x", dialect="apertus-1.5")
+    # one turn cut at two places: the same text, two openai() contents (review)
+    prompt = render([{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": {"blocks": [{"type": "thoughts", "text": "hm"}]}}],
+                    dialect="apertus-1.5", continue_assistant_message=True)
+    early = parse_completion("<|inner_suffix|>", dialect="apertus-1.5", prompt=prompt)
+    late = parse_completion("", dialect="apertus-1.5", prompt=prompt + "<|inner_suffix|>")
+    assert early.text == late.text and early.openai() != late.openai() and early != late
 
 
 def test_closing_the_prompts_reasoning_is_an_answer_that_began():

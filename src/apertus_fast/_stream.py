@@ -1491,8 +1491,10 @@ class Completion:
     def __eq__(self, other):
         if not isinstance(other, Completion):
             return NotImplemented
-        return (self.dialect, self.text, self.format, self.to_dict()) == \
-            (other.dialect, other.text, other.format, other.to_dict())
+        # (and whether it closed reasoning: one turn's text, cut into prompt and
+        # completion at two places, can give two openai() contents)
+        return (self.dialect, self.text, self.format, self._answered, self.to_dict()) == \
+            (other.dialect, other.text, other.format, other._answered, other.to_dict())
 
     __hash__ = None
 
