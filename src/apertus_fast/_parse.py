@@ -19,10 +19,10 @@ form (``docs/format.md`` lists every ambiguity and the choice made, with the rea
 
 from __future__ import annotations
 
+import copyreg
 import datetime
 import json
 import re
-import copyreg
 import sys
 from array import array
 from typing import TYPE_CHECKING
@@ -87,6 +87,26 @@ def _tool_names(tools_text):
     return names
 _JSON = json.JSONDecoder()
 _JSON_START = frozenset('{["-0123456789tfnNI')
+
+
+def slot_state(obj) -> dict:
+    """A pickle's state of ``obj``, an instance of a class with ``__slots__`` (the
+    results, :class:`ParsedConversation` and ``Completion``): every slot that is set,
+    a subclass's own slots and ``__dict__`` too. (Their own ``__getstate__``: the
+    default one for a class with slots needs pickle protocol 2.)"""
+    state = dict(getattr(obj, "__dict__", ()))
+    for name in copyreg._slotnames(type(obj)):
+        if hasattr(obj, name):
+            state[name] = getattr(obj, name)
+    return state
+
+
+def state_dict(state) -> dict:
+    """A pickled state as :func:`slot_state` makes it, also from a pickle of an earlier
+    version, which the default pickling wrote as ``(__dict__, slots)``."""
+    if isinstance(state, tuple):
+        return {**(state[0] or {}), **state[1]}
+    return dict(state)
 
 
 class ParsedConversation:
@@ -157,17 +177,12 @@ class ParsedConversation:
         return cached[1]
 
     def __getstate__(self) -> dict:
-        # (every pickle protocol: the default for a class with __slots__ needs 2; a
-        # subclass's own slots and __dict__ come along)
-        state = dict(getattr(self, "__dict__", ()))
-        for name in copyreg._slotnames(type(self)):
-            if name != "_tool_names" and hasattr(self, name):
-                state[name] = getattr(self, name)
+        state = slot_state(self)
+        state.pop("_tool_names", None)
         return state
 
     def __setstate__(self, state):
-        if isinstance(state, tuple):    # (the default pickling's: __dict__, slots)
-            state = {**(state[0] or {}), **state[1]}
+        state = state_dict(state)
         self._dialect = self._tool_names = None
         for name, value in state.items():
             if name != "_tool_names":   # (an earlier version's, a bare list: read again)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import codecs
 import copy
-import copyreg
 import re
 import uuid
 from array import array
@@ -43,7 +42,8 @@ from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, Kind, get_dialect
 from ._errors import ParseError, shown
 from ._lex import _core_for, _table, scan_str, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
-                     OPENAI_CALL_KEYS, lenient_calls_at, plain_str, split_tool_outputs)
+                     OPENAI_CALL_KEYS, lenient_calls_at, plain_str, slot_state, split_tool_outputs,
+                     state_dict)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -1465,11 +1465,7 @@ class Completion:
         # be pickled, and the result needs it no more.
         for index in range(len(self._calls)):
             self._id(index)
-        # (a subclass's own slots and __dict__ come along)
-        state = dict(getattr(self, "__dict__", ()))
-        for name in copyreg._slotnames(type(self)):
-            if hasattr(self, name):
-                state[name] = getattr(self, name)
+        state = slot_state(self)
         state["_calls"] = [[None, None, entry[2]] for entry in self._calls]
         state["_call_id"] = None
         if DIALECTS.get(self._dialect.name) is self._dialect:
@@ -1477,8 +1473,7 @@ class Completion:
         return state
 
     def __setstate__(self, state) -> None:
-        if isinstance(state, tuple):    # (a pickle of an earlier version: slots only)
-            state = {**(state[0] or {}), **state[1]}
+        state = state_dict(state)
         made = state.pop("_id", None)   # (which was the parser's bound method)
         if made is not None:
             state["_calls"] = made.__self__._tool_calls
