@@ -1449,3 +1449,24 @@ def test_results_pickled_by_the_version_before_load():
     back = ParsedConversation.__new__(ParsedConversation)
     back.__setstate__((None, old))
     assert back == parsed and back.tool_names == ["f"] and back.render() == parsed.render()
+
+
+def _plain(sig):
+    """A signature's parameters without annotations (a text signature has none)."""
+    return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+
+@pytest.mark.parametrize("build", ["installed", "source"])
+def test_stream_parser_has_its_signature_and_doc_in_both_builds(build):
+    """inspect.signature and help() show StreamParser's arguments in the compiled build
+    too (a cdef class: its __init__ is a slot wrapper, the signature comes from the
+    docstring's first line), and they are __init__'s; __doc__ starts with the prose."""
+    import inspect
+
+    cls = StreamParser if build == "installed" else source_module("_stream").StreamParser
+    init = inspect.signature(source_module("_stream").StreamParser.__init__)
+    expected = _plain(init)[1:]   # (without self)
+    assert _plain(inspect.signature(cls)) == expected
+    assert [name for name, _, _ in expected] == ["dialect", "prompt", "format", "call_id"]
+    assert cls.__doc__.startswith("Reads an assistant turn as it streams")
+    assert "\n--\n" not in cls.__doc__

@@ -644,7 +644,12 @@ _STATE = (
 
 
 class StreamParser:
-    """Reads an assistant turn as it streams (a model's completion), one chunk at a time.
+    # The docstring's first line is the signature in the form CPython reads from a
+    # compiled class's docstring ("Name(...)\n--\n\n": type.__text_signature__), so that
+    # inspect.signature and help() show it for the cdef class of the compiled build too,
+    # whose __init__ is a slot wrapper without one. Keep it in step with __init__
+    # (tests/test_stream.py compares the two). The pure build drops it from __doc__ below.
+    """StreamParser(dialect='apertus-format-reference', *, prompt=None, format='auto', call_id=None)\n--\n\nReads an assistant turn as it streams (a model's completion), one chunk at a time.
 
     ::
 
@@ -1312,6 +1317,12 @@ class StreamParser:
             return snapshot.result()
         text = "".join(self._chunks)
         return Completion._build(self, text)
+
+
+if (StreamParser.__doc__ or "").startswith("StreamParser("):
+    # the pure build: CPython strips the signature line from a compiled class's __doc__,
+    # not from a Python class's (whose __init__ gives inspect the signature)
+    StreamParser.__doc__ = StreamParser.__doc__.partition("\n--\n\n")[2]
 
 
 def _turn_format(events, fmt: str) -> tuple[str, int, bool]:
