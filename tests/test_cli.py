@@ -1829,7 +1829,8 @@ def test_completions_sample_shows_each_case(tmp_path, capsys):
 
 @pytest.mark.parametrize("code, said", [
     (errno.EMFILE, "apertus-fast: error: Too many open files\n"),
-    # (a full non-blocking stdout says EAGAIN, as a fork that failed may: the output's)
+    # (a full non-blocking stdout says EAGAIN: the output's; a fork that fails is named
+    # where the workers start, test_cli_jobs.py)
     (errno.EAGAIN, "apertus-fast: error: cannot write <stdout>: Resource temporarily unavailable\n"),
     (errno.ENOSPC, "apertus-fast: error: cannot write <stdout>: No space left on device\n"),
 ])

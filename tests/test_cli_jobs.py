@@ -534,6 +534,33 @@ def test_a_worker_that_dies_is_exit_2_and_no_output(tmp_path, capsys, monkeypatc
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "out.jsonl"]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the workers are started by fork here")
+@pytest.mark.parametrize("stdout", [False, True])
+def test_workers_that_cannot_be_started_are_named_not_the_output(tmp_path, capsys, monkeypatch, stdout):
+    """A fork that fails (too many processes: EAGAIN) is the workers' error. It was
+    reported as "cannot write OUTPUT" (EAGAIN is also what a full non-blocking stdout
+    says, so the errno alone cannot tell them apart). Nothing is written."""
+    import errno
+    import multiprocessing
+
+    def no_fork():
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(cli, "_mp_context", lambda: multiprocessing.get_context("fork"))
+    monkeypatch.setattr(os, "fork", no_fork)
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    src = write_lines(tmp_path / "in.jsonl", [good_line()] * 5)
+    target = "-" if stdout else str(out)
+    assert cli.main(["render", str(src), "--date", DATE, "-o", target, "-j", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == ("apertus-fast: error: cannot start the --jobs worker processes: "
+                            "Resource temporarily unavailable\n")
+    assert captured.out == ""
+    assert out.read_text() == "previous\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "out.jsonl"]
+
+
 def test_ctrl_c_stops_the_workers_and_leaves_no_output(tmp_path, capsys, monkeypatch):
     import multiprocessing
 

@@ -809,7 +809,24 @@ def _tasks(src: _Source, counts: _Counts):
 
 
 class _WorkerDied(Exception):
-    """A worker process ended without returning its block (killed, out of memory)."""
+    """A worker process ended without returning its block (killed, out of memory), or
+    could not be started."""
+
+
+def _flush_stdout() -> None:
+    """``sys.stdout.flush()`` as multiprocessing does it before a fork (no stdout, or a
+    closed one, is no error there); an OSError is raised."""
+    try:
+        sys.stdout.flush()
+    except (AttributeError, ValueError):
+        pass
+
+
+def _not_started(exc: OSError) -> _WorkerDied:
+    """An OSError of making the workers or their pipes: the system's, not the output's
+    (a fork that fails says EAGAIN, as a full non-blocking stdout does, and was reported
+    as ``cannot write OUTPUT``)."""
+    return _WorkerDied(f"cannot start the --jobs worker processes: {exc.strerror or exc}")
 
 
 def _mp_context():
@@ -925,10 +942,13 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
             # (a signal held back until ``parts`` is set: then the finally removes it)
             with _signals_held(), contextlib.suppress(OSError):
                 parts = _Parts()
-        pool = cf.ProcessPoolExecutor(
-            jobs, mp_context=_mp_context(), initializer=_worker_start,
-            initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES),
-                      sink.encoder))
+        try:
+            pool = cf.ProcessPoolExecutor(
+                jobs, mp_context=_mp_context(), initializer=_worker_start,
+                initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES),
+                          sink.encoder))
+        except OSError as exc:   # (its queues' pipes)
+            raise _not_started(exc) from exc
         _widen_pipes(pool)
         try:
             tasks = _tasks(src, counts)
@@ -944,7 +964,14 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
                         take()
                     raise
                 with _signals_held():   # (a submit may fork the workers)
-                    pending.append(pool.submit(fn, *task))
+                    # multiprocessing flushes stdout before it forks; flushed here
+                    # first, an error of stdout's is the output's, and any other error
+                    # of the submit is the workers'
+                    _flush_stdout()
+                    try:
+                        pending.append(pool.submit(fn, *task))
+                    except OSError as exc:
+                        raise _not_started(exc) from exc
                 _check_terminated()
                 while len(pending) >= jobs * BATCHES_PER_WORKER:
                     take()
