@@ -690,6 +690,73 @@ def test_signals_stop_the_workers_too(tmp_path, sig, status):
         assert os.listdir(tmp) == []
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+@pytest.mark.parametrize("text", [False, True])
+def test_ctrl_c_stops_a_run_blocked_on_a_stdout_nobody_reads(tmp_path, text):
+    """-j 2 writing to a pipe whose reader has stopped reading (a paused pager): the
+    command blocks in a write or a flush of stdout (also the flush before each submit,
+    which multiprocessing would otherwise do while the signals are held), and Ctrl-C
+    still ends it at once with 130, with no worker left behind."""
+    import signal
+    import subprocess
+    import time
+
+    from .test_cli import PKG_ROOT
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(CONVERSATIONS.read_bytes() * 3000)
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "apertus_fast", "render", str(big), "-o", "-",
+                                 "--date", DATE, "-j", "2", "-q"] + (["--text"] if text else []),
+                                stdout=write_end, stderr=subprocess.PIPE, env=env,
+                                preexec_fn=default_stop_signals)
+        os.close(write_end)
+        write_end = -1
+        # wait until the pipe is full (all but less than a page of its capacity unread:
+        # a small write waits for room for all of it) and the workers are running
+        import fcntl
+
+        full = fcntl.fcntl(read_end, getattr(fcntl, "F_GETPIPE_SZ", 1032)) - 4096
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while proc.poll() is None and time.monotonic() < deadline:
+            workers = _children(proc.pid)
+            if len(workers) >= 2 and _state(proc.pid) == "S" and _pipe_unread(read_end) >= full:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "finished before the signal; make the input bigger"
+        time.sleep(0.3)   # (blocked in the write, not passing through)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert b"Traceback" not in err
+        deadline = time.monotonic() + 20
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [w for w in workers if _alive(w)]
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in /proc (S: sleeping, R: running, ...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _pipe_unread(fd: int) -> int:
+    """Bytes waiting in the pipe whose read end is ``fd`` (FIONREAD)."""
+    import fcntl
+    import struct
+    import termios
+
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="part files are used on Linux")
 @pytest.mark.parametrize("output", ["out.jsonl", "out.jsonl.gz", "-"])
 def test_outputs_come_back_as_part_files(tmp_path, capsys, monkeypatch, parts_dir, output):

@@ -963,11 +963,12 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
                     while pending:
                         take()
                     raise
+                # multiprocessing flushes stdout before it forks; flushed here first,
+                # an error of stdout's is the output's, and any other error of the
+                # submit is the workers'. (Before the signals are held: a flush into a
+                # pipe nobody reads blocks, and Ctrl-C must still stop it.)
+                _flush_stdout()
                 with _signals_held():   # (a submit may fork the workers)
-                    # multiprocessing flushes stdout before it forks; flushed here
-                    # first, an error of stdout's is the output's, and any other error
-                    # of the submit is the workers'
-                    _flush_stdout()
                     try:
                         pending.append(pool.submit(fn, *task))
                     except OSError as exc:
