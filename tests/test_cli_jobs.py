@@ -697,6 +697,7 @@ def test_ctrl_c_stops_a_run_blocked_on_a_stdout_nobody_reads(tmp_path, text):
     command blocks in a write or a flush of stdout (also the flush before each submit,
     which multiprocessing would otherwise do while the signals are held), and Ctrl-C
     still ends it at once with 130, with no worker left behind."""
+    import fcntl
     import signal
     import subprocess
     import time
@@ -716,8 +717,6 @@ def test_ctrl_c_stops_a_run_blocked_on_a_stdout_nobody_reads(tmp_path, text):
         write_end = -1
         # wait until the pipe is full (all but less than a page of its capacity unread:
         # a small write waits for room for all of it) and the workers are running
-        import fcntl
-
         full = fcntl.fcntl(read_end, getattr(fcntl, "F_GETPIPE_SZ", 1032)) - 4096
         deadline = time.monotonic() + 60
         workers: list[int] = []

@@ -1463,8 +1463,9 @@ def test_stream_parser_has_its_signature_and_doc_in_both_builds(build):
     docstring's first line), and they are __init__'s; __doc__ starts with the prose."""
     import inspect
 
-    cls = StreamParser if build == "installed" else source_module("_stream").StreamParser
-    init = inspect.signature(source_module("_stream").StreamParser.__init__)
+    source = source_module("_stream").StreamParser
+    cls = StreamParser if build == "installed" else source
+    init = inspect.signature(source.__init__)
     expected = _plain(init)[1:]   # (without self)
     assert _plain(inspect.signature(cls)) == expected
     assert [name for name, _, _ in expected] == ["dialect", "prompt", "format", "call_id"]
