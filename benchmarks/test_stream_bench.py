@@ -41,7 +41,7 @@ CHUNK_SIZES = (3, 5, 4, 1, 6, 4, 2, 8, 3, 4, 5, 2)
 def _turns(text: str, dialect: str) -> list[str]:
     """The assistant turns' bodies of one rendered conversation."""
     from apertus_fast._dialects import Kind, get_dialect
-    from apertus_fast._lex import scan_str
+    from apertus_fast._parse import scan_str
 
     ev = scan_str(text, get_dialect(dialect))
     out, start = [], None

@@ -1694,7 +1694,7 @@ def test_bad_date_is_a_usage_error(date, capsys):
 def sample_completions(dialect="apertus-1.5"):
     """Model-like completions: the last assistant turn of each sample conversation,
     rendered with reasoning where the sample has it, cut where a model would stop."""
-    from apertus_fast._lex import scan_str
+    from apertus_fast._parse import scan_str
     from apertus_fast._dialects import Kind, get_dialect
 
     out = []

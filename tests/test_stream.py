@@ -34,7 +34,7 @@ import apertus_fast
 from apertus_fast import Delta, ParseError, RenderError, StreamParser, parse, parse_completion, render
 from apertus_fast._dialects import TOKEN_TEXT, Kind, get_dialect
 from apertus_fast import _lex
-from apertus_fast._lex import scan_str
+from apertus_fast._parse import scan_str
 from apertus_fast._stream import RESPONSE, THOUGHTS, TOOL_OUTPUT
 
 from .fresh import source_module

@@ -151,23 +151,6 @@ def scan(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) 
     return buf
 
 
-_TABLE_BY_DIALECT: dict = {}   # id(dialect) -> (dialect, table) of the default core
-
-
-def scan_str(text: str, dialect: Dialect) -> array:
-    """:func:`scan` for the parser: a ``str`` and a :class:`Dialect` object, the default
-    backend, the lexer table looked up by the dialect object's identity."""
-    entry = _TABLE_BY_DIALECT.get(id(dialect))
-    if entry is None or entry[0] is not dialect:
-        if len(_TABLE_BY_DIALECT) > 64:
-            _TABLE_BY_DIALECT.clear()
-        entry = _TABLE_BY_DIALECT[id(dialect)] = (dialect, _table(_DEFAULT_CORE, dialect))
-    buf, _stop, _rs, err, code = _DEFAULT_CORE.scan_chunk(entry[1], text, 0, 0, None, True)
-    if err >= 0:  # (only bytes can hold invalid UTF-8)
-        raise _utf8_error(text, err, code)
-    return buf
-
-
 def lex(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) -> list[Event]:
     """Lex ``data`` (``str``, or UTF-8 ``bytes``/``bytearray``/``memoryview``) with
     the tokens of ``dialect``; return the list of :class:`Event`.

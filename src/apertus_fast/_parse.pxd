@@ -51,6 +51,7 @@ cdef class _Builder:
     cdef public list messages
     cdef object lines
 
+    cdef _lines(self)
     cdef int kind(self, Py_ssize_t j) except -1
     cdef Py_ssize_t start(self, Py_ssize_t j) except -1
     cdef Py_ssize_t end(self, Py_ssize_t j) except -1

@@ -40,10 +40,10 @@ from typing import NamedTuple
 
 from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, Kind, get_dialect
 from ._errors import ParseError, shown
-from ._lex import _core_for, _table, scan_str, utf8_found
+from ._lex import _core_for, _table, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
-                     OPENAI_CALL_KEYS, lenient_calls_at, plain_str, slot_state, split_tool_outputs,
-                     state_dict)
+                     OPENAI_CALL_KEYS, lenient_calls_at, plain_str, scan_str, slot_state,
+                     split_tool_outputs, state_dict)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
