@@ -700,7 +700,6 @@ def scan_str(text, dialect):
     return buf
 
 
-
 def plain_str(s):
     """``s``, a ``str``, as an exact ``str``: a subclass (``numpy.str_``,
     markupsafe's ``Markup``, whose ``+`` escapes the other side) by its characters."""
