@@ -228,6 +228,20 @@ def test_every_api_name_is_exported():
         assert name in apertus_format.__all__, name
 
 
+def test_dir_lists_the_api_not_the_package_files_own_imports():
+    # (tab completion and help() read dir(): the helpers __init__ imports for itself,
+    # such as importlib, are no names of the package)
+    listed = dir(apertus_format)
+    public = [name for name in listed if not name.startswith("_")]
+    assert set(apertus_format.__all__) - {"__version__"} <= set(public)
+    assert {"enums", "models", "formatter"} <= set(public)
+    assert not {"importlib", "ModuleType", "TYPE_CHECKING", "annotations"} & set(listed)
+    assert sorted(public) == sorted(set(apertus_format.__all__) - {"__version__"}
+                                    | {"enums", "models", "formatter"})
+    for name in listed:
+        getattr(apertus_format, name)   # every name listed is there
+
+
 def test_reference_module_layout():
     # apertus_format.enums / .models / .formatter, as the reference package lays them out
     # (its __init__ imports them, so `apertus_format.models.Message` works without an import)

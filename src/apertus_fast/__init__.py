@@ -211,5 +211,11 @@ if not TYPE_CHECKING:
         return value
 
 
+#: What this file imports for itself: not the package's names, so not in ``dir()``.
+_OWN_IMPORTS = frozenset({"annotations", "importlib", "ModuleType", "TYPE_CHECKING"})
+
+
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    # the API (loaded or not), the reference's modules, and what is defined here; not
+    # the helpers imported above, which tab completion would otherwise offer as the API
+    return sorted((set(globals()) - _OWN_IMPORTS) | set(__all__) | set(_REFERENCE_MODULES))
