@@ -40,10 +40,10 @@ from typing import NamedTuple
 
 from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, Kind, get_dialect
 from ._errors import ParseError, shown
-from ._lex import _core_for, _table, utf8_found
+from ._lex import _core_for, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
-                     OPENAI_CALL_KEYS, lenient_calls_at, plain_str, scan_str, slot_state,
-                     split_tool_outputs, state_dict)
+                     OPENAI_CALL_KEYS, default_table, lenient_calls_at, plain_str, scan_str,
+                     slot_state, split_tool_outputs, state_dict)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -685,13 +685,14 @@ class StreamParser:
                  format: str = "auto", call_id=None):
         if format not in ("auto", "string", "blocks"):
             raise ValueError(f"format must be 'auto', 'string' or 'blocks', got {format!r}")
-        self.dialect = d = get_dialect(dialect)
+        d = DIALECTS.get(dialect) if type(dialect) is str else None
+        self.dialect = d = d if d is not None else get_dialect(dialect)
         self.format = format
         self._brackets = d.tool_output_open == "["
         # the lexer's resumable core (what _lex.Lexer wraps, without its bookkeeping:
         # this parser keeps the text itself)
         self._core = _core_for(None)
-        self._table = _table(self._core, d)
+        self._table = default_table(d)
         self._tail = ""                 # text the scanner holds back (a token may begin there)
         self._base = 0                  # absolute offset of _tail
         self._run = 0                   # absolute start of the open text run
@@ -774,7 +775,7 @@ class StreamParser:
             setattr(self, name, value)
         self.dialect = get_dialect(state["dialect"])
         self._core = _core_for(None)
-        self._table = _table(self._core, self.dialect)
+        self._table = default_table(self.dialect)
 
     def __reduce__(self):
         # (every pickle protocol, both builds: the compiled class is no heap type,
