@@ -387,6 +387,9 @@ def test_render_bad_per_line_keys(tmp_path, capsys):
         {"messages": msgs, "date": "01/01/2026"},
         {"messages": msgs, "tools": [], "tools_text": "x", "continue_assistant_message": 1},
         {"messages": msgs, "tools": [{"name": "t", "description": "d"}], "tools_text": "x"},
+        {"messages": msgs, "dialect": ["apertus-1"]},   # (unhashable: it was a traceback)
+        {"messages": msgs, "dialect": {"name": "apertus-1"}},
+        {"messages": msgs, "dialect": 5},
     ]
     src = write_lines(tmp_path / "f.jsonl", [json.dumps(x) for x in lines])
     assert cli.main(["render", str(src)]) == 1
@@ -400,7 +403,10 @@ def test_render_bad_per_line_keys(tmp_path, capsys):
     assert f"{src}:3: {bad_date.value}" in err
     assert f'{src}:4: "continue_assistant_message" must be true or false, got 1' in err
     assert f"{src}:5: {both.value}" in err
-    assert "rendered 0, failed 5" in err
+    assert f'{src}:6: "dialect" must be a string, got a list' in err
+    assert f'{src}:7: "dialect" must be a string, got an object' in err
+    assert f'{src}:8: "dialect" must be a string, got a number' in err
+    assert "rendered 0, failed 8" in err
 
 
 def test_render_ignores_other_keys_and_extra_fields(tmp_path, capsys):

@@ -389,6 +389,8 @@ class _LineOptions:
                     kw[key] = value
             dialect = obj.get("dialect")
             if dialect is not None and not self.dialect_explicit:
+                if type(dialect) is not str:   # (a list or an object cannot be looked up)
+                    raise _Shape(f'"dialect" must be a string, got {_json_type(dialect)}')
                 if dialect not in DIALECTS:
                     raise _Shape(f'unknown "dialect" {json.dumps(dialect, ensure_ascii=False)[:40]}; '
                                  f"known: {', '.join(DIALECTS)}")
