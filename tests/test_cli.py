@@ -994,6 +994,26 @@ def test_corrupt_gzip_is_exit_2_and_leaves_no_output(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["bad.jsonl.gz"]
 
 
+@pytest.mark.parametrize("command", ["render", "parse", "validate", "completions"])
+@pytest.mark.parametrize("head, reason", [
+    (5, "Compressed file ended before the end-of-stream marker was reached"),  # header cut
+    (b"\x1f\x8bhello\n", "Compressed file ended before the end-of-stream marker was reached"),
+    (b"\x1f\x8b\x09abcdefgh", "Unknown compression method"),
+])
+def test_a_gzip_header_cut_off_or_corrupt_is_exit_2_not_an_empty_file(tmp_path, capsys, command,
+                                                                       head, reason):
+    # (the check for a gzipped Parquet file peeked past the header and dropped the
+    # error, so the input read as empty: exit 0, "checked 0")
+    data = gzip.compress(CONVERSATIONS.read_bytes())[:head] if isinstance(head, int) else head
+    src = tmp_path / "bad.jsonl.gz"
+    src.write_bytes(data)
+    out = tmp_path / "out.jsonl"
+    args = [command, str(src)] + (["-o", str(out)] if command != "validate" else [])
+    assert cli.main(args) == 2
+    assert f"error: cannot read {src}: {reason}" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["bad.jsonl.gz"]
+
+
 # --------------------------------------------------------------------------- progress
 
 

@@ -295,8 +295,11 @@ class InputFile:
         if self.compressed:  # (a gzipped Parquet file: the magic bytes inside)
             try:
                 head = self._file.peek(4)[:4]
-            except _READ_ERRORS:
-                head = b""  # (a corrupt gzip stream: reported where it is read)
+            except _READ_ERRORS as exc:
+                # a header cut off or corrupt: said now, since the peek has consumed
+                # the header's bytes, and a read after it would see only an empty file
+                self.close()
+                raise InputError(f"cannot read {self.name}: {exc}") from exc
         self.parquet = head == PARQUET_MAGIC
 
     @property
