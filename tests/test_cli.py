@@ -207,6 +207,10 @@ def bad_corpus(tmp_path):
     (b'{"messages": [', "invalid JSON at column 15: the line ends before its JSON value does (Expecting value)"),
     (b'{"messages": [\r\n', "invalid JSON at column 15: the line ends before its JSON value does (Expecting value)"),
     (b'{"text": "abc\n', "invalid JSON at column 14: the line ends inside a string (Invalid control character)"),
+    # the file's last line, without its newline: json said where the string starts
+    # ("invalid JSON at column 10: Unterminated string starting")
+    (b'{"text": "abc', "invalid JSON at column 14: the line ends inside a string "
+                      "(Unterminated string starting at column 10)"),
     (b'{"text": "a\tb"}\n', "invalid JSON at column 12: Invalid control character '\\t' in a string"),
     (b'{"messages": [}\n', "invalid JSON at column 15: Expecting value"),
     (b'{"a": 1} x\n', "invalid JSON at column 10: Extra data"),

@@ -747,6 +747,11 @@ def json_error_reason(exc: BaseException) -> str:
     if isinstance(exc, json.JSONDecodeError):
         msg = exc.msg[:-3] if exc.msg.endswith(" at") else exc.msg  # ("Invalid control character at")
         text = exc.doc.rstrip("\r\n") if isinstance(exc.doc, str) else None
+        if text is not None and msg == "Unterminated string starting":
+            # (json reached the end of the text inside a string: a last line without
+            # its newline, cut off; it reports where the string starts)
+            return (f"invalid JSON at column {len(text) + 1}: the line ends inside a string "
+                    f"(Unterminated string starting at column {exc.colno})")
         if text is not None and exc.pos >= len(text):
             # cut off: json stops at the line's own newline (line 2, column 1 to it)
             inside = msg.startswith(("Invalid control character", "Unterminated string"))
