@@ -862,6 +862,17 @@ def test_tool_names_follow_tools_text():
     assert parsed.tool_names == []
 
 
+def test_changing_the_tool_names_given_out_changes_nothing():
+    """``to_dict()["tool_names"]`` and ``tool_names`` were the cached list itself: a
+    caller's append changed the result's names, and its ``==`` (audit)."""
+    text = render([{"role": "user", "content": "hi"}], tools=[{"name": "f", "description": "d"}])
+    parsed, again = parse(text), parse(text)
+    parsed.to_dict()["tool_names"].append("zzz")
+    parsed.tool_names.append("yyy")
+    assert parsed.tool_names == ["f"] and parsed.to_dict()["tool_names"] == ["f"]
+    assert parsed == again
+
+
 @pytest.mark.parametrize("protocol", range(6))
 def test_the_result_pickles_at_every_protocol(protocol):
     """Protocols 0 and 1 raised TypeError (a class with __slots__ and no

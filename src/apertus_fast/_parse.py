@@ -168,13 +168,14 @@ class ParsedConversation:
     @property
     def tool_names(self) -> list[str]:
         """Names of the tools declared in ``tools_text``, in order (a description's
-        line shaped like a declaration counts only outside a parameter block)."""
+        line shaped like a declaration counts only outside a parameter block). A new
+        list each time: changing it (or ``to_dict()``'s) changes nothing here."""
         cached = self._tool_names
         if cached is None or cached[0] is not self.tools_text:
             # (read again when tools_text was set anew: the names went stale)
             cached = self._tool_names = (
-                self.tools_text, _tool_names(self.tools_text) if self.tools_text else [])
-        return cached[1]
+                self.tools_text, tuple(_tool_names(self.tools_text)) if self.tools_text else ())
+        return list(cached[1])
 
     def __getstate__(self) -> dict:
         state = slot_state(self)
