@@ -184,6 +184,13 @@ def test_every_assistant_message_gets_blocks_and_other_keys_stay():
      "a tool call: expected"),
     ([USER, {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b", "reasoning": "r",
                                                     "tool_calls": ["x"]}], 2, "a tool call"),
+    # a call that is not a function call: the templates refuse it ("Invalid tool call
+    # type"); it was turned into a function call (audit)
+    ([USER, {"role": "assistant", "content": None, "reasoning": "r", "tool_calls": [
+        {"id": "c", "type": "retrieval", "function": {"name": "f", "arguments": "{}"}}]}], 1,
+     'a tool call of "type" \'retrieval\': only "function" calls'),
+    ([USER, {"role": "assistant", "content": "a", "reasoning": "r", "tool_calls": [
+        {"type": None, "name": "f", "arguments": "{}"}]}], 1, 'a tool call of "type" None'),
 ])
 def test_errors_name_the_message(messages, index, words):
     with pytest.raises(RenderError) as info:

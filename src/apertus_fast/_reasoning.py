@@ -98,6 +98,11 @@ def _call(call, index: int) -> dict:
     """A tool call as a ``tool_calls`` block holds it: ``{"name", "arguments"}`` (from the
     OpenAI shape ``{"id", "type": "function", "function": {"name", "arguments"}}``)."""
     if _is_mapping(call):
+        kind = call.get("type", "function")
+        if kind != "function":
+            # (the templates render function calls only, and refuse the others)
+            raise RenderError(f'a tool call of "type" {shown(kind, 40)}: only "function" '
+                              f'calls can be written in the format', index)
         fn = call.get("function")
         source = fn if _is_mapping(fn) and "name" not in call else call
         if "name" in source and "arguments" in source:
