@@ -1699,9 +1699,11 @@ def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
     :class:`ParseError` for one outside the round-trip domain (content spelling special
     tokens; tool-call arguments that are not JSON and hold ``}, {"``: docs/format.md).
     That error names the message with which the conversation stops parsing back (``message
-    1 renders to ...``, and ``.message_index``: the last of the shortest leading run of
-    messages that does not); its offset, line and column are in the conversation's
-    rendering (dated 2000-01-01), which its excerpt quotes.
+    1 renders to ...``, and ``.message_index``: the leading run of messages that ends
+    with it does not parse back, the run before it does; found by bisection, so where a
+    later message makes a failing run parse again it need not be the first such
+    message); its offset, line and column are in the conversation's rendering (dated
+    2000-01-01), which its excerpt quotes.
     """
     d = get_dialect(dialect)
     text = render(messages, dialect=d, date=_NORMALIZE_DATE,
@@ -1726,10 +1728,11 @@ _NORMALIZE_DATE = "2000-01-01"
 
 
 def _message_at(messages, d, flags):
-    """The index of the message with which the conversation stops parsing back: the
-    last of the shortest leading run of messages whose rendering does not (a
-    bisection: the runs are rendered and parsed about log2(n) times); ``None`` if no
-    run of them fails alone."""
+    """The index of a message with which the conversation stops parsing back: the
+    leading run that ends with it does not, the run before it does (a bisection: the
+    runs are rendered and parsed about log2(n) times; if a later message makes a
+    failing run parse again, not always the first such message); ``None`` if no run of
+    them fails alone."""
     if not isinstance(messages, (list, tuple)):
         messages = getattr(messages, "messages", None)   # a drop-in Conversation
         if not isinstance(messages, (list, tuple)):
