@@ -514,6 +514,16 @@ def test_token_mask_is_compiled_where_the_package_is():
     ("0123", "offsets: expected (start, end) pairs, got str"),
     (5, "offsets: expected (start, end) pairs, got int"),
     (_Scalar(5), "offsets: expected (start, end) pairs, got _Scalar"),   # numpy.int64(5)
+    # two items that iterate as no pair (audit): a set in hash order ({7, 9} was read
+    # as (9, 7), an empty token), a dict's keys, bytes or characters; also where an
+    # offset beyond a C ssize_t sends the compiled loop to its fallback
+    ([(0, 1), {7, 9}], "offsets[1] = {"),
+    ([frozenset({0, 3})], "offsets[0] = frozenset("),
+    ([{0: "a", 3: "b"}], "offsets[0] = {0: 'a', 3: 'b'}"),
+    ([b"\x00\x03"], "offsets[0] = b'\\x00\\x03'"),
+    ([bytearray(b"\x00\x03")], "offsets[0] = bytearray("),
+    (["03"], "offsets[0] = '03'"),
+    ([(0, 2**70), {7, 9}], "offsets[1] = {"),
 ])
 def test_token_mask_rejects_what_is_not_a_pair_of_integers(impl, offsets, names):
     """The compiled loop and its plain source reject the same offsets with one

@@ -26,6 +26,10 @@ __all__ = ["token_mask"]
 _COMPILED = not __file__.endswith(".py")
 
 
+#: Iterables of two items that are no (start, end) pair.
+_NOT_PAIRS = (str, bytes, bytearray, memoryview, set, frozenset, Mapping)
+
+
 def token_mask(spans, offsets):
     """For each ``(start, end)`` of ``offsets``: whether the token overlaps one of
     ``spans`` (sorted, disjoint, non-empty half-open ranges, as ``render_with_spans``
@@ -40,8 +44,9 @@ def token_mask(spans, offsets):
 
     Offsets are integers (``int``, numpy's, anything with ``__index__``) of any size.
     Raises ``TypeError`` naming the first item that is not a pair of them (a batch's
-    offsets, of shape ``(batch, n, 2)``, among them), in the compiled build and the
-    plain one alike."""
+    offsets, of shape ``(batch, n, 2)``, among them; a set, a mapping, a string or bytes
+    of two items too, which iterate as no pair), in the compiled build and the plain one
+    alike."""
     if type(offsets) is not list:
         if isinstance(offsets, (str, bytes, Mapping)):
             raise TypeError(f"offsets: expected (start, end) pairs, got {type(offsets).__name__}")
@@ -70,6 +75,10 @@ def token_mask(spans, offsets):
         for i in range(count):
             pair = offsets[i]
             if type(pair) is not tuple and type(pair) is not list:
+                if isinstance(pair, _NOT_PAIRS):
+                    # (they iterate, but as no (start, end): a set in hash order, a
+                    # dict's keys, characters or bytes)
+                    raise TypeError
                 # (read once, and kept: the fallback below reads the pairs again, and
                 # an iterator can be read only once)
                 if read is None:
@@ -161,6 +170,8 @@ def _pairs(offsets):
     out = []
     for i, pair in enumerate(offsets):
         try:
+            if isinstance(pair, _NOT_PAIRS):
+                raise TypeError
             start, end = pair
             out.append((index(start), index(end)))
         except (TypeError, ValueError):
