@@ -228,7 +228,6 @@ def test_a_missing_system_block_is_reported_after_what_could_be_a_bos_token(text
     ("Deliberation: disabled", "Deliberation: maybe", "text 'maybe\\n"),
     ("Deliberation: disabled", "Deliberation disabled", "text ' disabled\\n"),
     ("Tool Capabilities: disabled", "Tool Capabilities disabled", "text ' disabled'"),
-    ("Tool Capabilities: disabled", "Tool Capabilities: disabledX", "text 'X'"),
     ("Tool Capabilities: disabled", "Tool Cap", "<|developer_end|>"),
     ("Deliberation: disabled\nTool Capabilities: disabled", "", "<|developer_end|>"),
 ])
@@ -248,6 +247,28 @@ def test_a_malformed_developer_block_is_reported_where_it_differs(dialect, old, 
     assert err.found.startswith(found)
     assert parse(bad, dialect=dialect, strict=False).warnings == [
         f"line {err.line}, column {err.column}: malformed developer block (expected {err.expected})"]
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+@pytest.mark.parametrize("after, found", [("X", "text 'X'"), ("\n", "text '\\n'")])
+def test_text_after_a_complete_tool_capabilities_line_expects_the_blocks_end(dialect, after, found):
+    """After "Tool Capabilities: disabled" only <|developer_end|> may come: the error
+    asked for the line that was already there (audit)."""
+    good = render([{"role": "user", "content": "q"}], dialect=dialect, date=DATE)
+    bad = good.replace("Tool Capabilities: disabled", "Tool Capabilities: disabled" + after)
+    with pytest.raises(ParseError) as info:
+        parse(bad, dialect=dialect)
+    err = info.value
+    at = good.index("Tool Capabilities: disabled") + len("Tool Capabilities: disabled")
+    assert (err.reason, err.offset, err.expected) == ("unexpected text", at, "<|developer_end|>")
+    assert err.found.startswith(found)
+    assert parse(bad, dialect=dialect, strict=False).warnings == [
+        f"line {err.line}, column {err.column}: unexpected text (expected <|developer_end|>)"]
+    # cut inside the end token: the text ends too early, where the token begins
+    cut = good[:good.index("<|developer_end|>") + len("<|developer_")]
+    with pytest.raises(ParseError) as info:
+        parse(cut, dialect=dialect)
+    assert (info.value.offset, info.value.expected) == (at, "<|developer_end|>")
 
 
 def test_strict_rejects_text_no_conversation_renders_to():
@@ -285,6 +306,10 @@ def test_renders_to_is_render_equality(dialect):
     ('{"f": {"a": 1}}', '{"f" {"a" 1}}', 'f" {"a" 1}', '": after the call\'s name'),
     ('{"a": 1}}]', '{"a": 1]', '{"a": 1]', '"}" after the call\'s arguments'),
     ('{"a": 1}}]', '{"a": 1}}x]', 'x]', '", " and the next call'),
+    # closed, then more: at the "]" that follows, not at the closing "]" (which the
+    # error asked for: "expected ... "]"; found text ']]'", audit)
+    ('{"a": 1}}]', '{"a": 1}}]]', ']<|tools_suffix|>', '<|tools_suffix|>: the call list was closed'),
+    ('{"a": 1}}]', '{"a": 1}}]x]', 'x]<|tools_suffix|>', '<|tools_suffix|>: the call list was closed'),
     ('[{"f": {"a": 1}}]', "", "<|tools_suffix|>", '"[" opening the call list'),
 ])
 def test_malformed_tool_calls_are_reported_where_the_list_breaks(old, new, where, expected):

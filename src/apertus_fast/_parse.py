@@ -598,6 +598,7 @@ _CALLS_EXPECTED = (
     '"}" after the call\'s arguments, then ", " or "]"',
     '", " and the next call, or "]" closing the call list',
     '\'"\' opening the call\'s name',
+    '<|tools_suffix|>: the call list was closed',
 )
 
 
@@ -638,6 +639,8 @@ def _read_calls(body):
             elif body.endswith("}]") and last - 1 >= args_start:
                 args_end = last - 1
             elif end > 0 and body.startswith("}", end):
+                if body.startswith("]", end + 1):   # (closed, and more after it)
+                    return None, end + 2, 7
                 return None, end + 1, 5
             else:
                 return None, (end if end > 0 else args_start), 4
@@ -980,6 +983,10 @@ class _Builder:
             result.tools_text = None
         elif rest.startswith(_TOOLS_ON):
             result.tools_text = rest[len(_TOOLS_ON):]
+        elif rest.startswith(_TOOLS_OFF):
+            # the block is complete: only its end token may follow
+            at = base + len(dev) - len(rest) + len(_TOOLS_OFF)
+            self.recover(stop, "unexpected text", "<|developer_end|>", at)
         else:
             at = base + len(dev) - len(rest) + _shared_prefix(rest, _TOOLS_OFF, _TOOLS_ON)
             self.recover(stop, self._malformed(at), "'Tool Capabilities: disabled' or "
