@@ -611,6 +611,18 @@ def test_finish_reason_is_tool_calls_only_for_calls_the_completion_made(dialect)
         for ch in completion:
             p.feed(ch)
         assert p.finish_reason == reason
+    if dialect == "apertus-1.5":
+        # outputs opened after the calls, cut off: no longer waiting, before close()
+        # as after it, in one chunk as in many (it said "tool_calls" until close, audit)
+        completion = '<|tools_prefix|>[{"f": {}}]<|tools_suffix|><|tool_output_start|>sunny'
+        assert parse_completion(completion, dialect=dialect).finish_reason is None
+        for chunks in ([completion], list(completion), [completion[:-5], "sunny"]):
+            p = StreamParser(dialect)
+            for chunk in chunks:
+                p.feed(chunk)
+            assert (p.finish_reason, p.result().finish_reason) == (None, None)
+            p.close()
+            assert p.finish_reason is None
     msgs = [{"role": "user", "content": "Weather?"},
             {"role": "assistant", "content": {"blocks": [
                 {"type": "tool_calls", "calls": [{"name": "get_weather", "arguments": "{}"}]}]}}]
@@ -940,6 +952,16 @@ def test_openai_delta_takes_deltas_and_says_so(bad):
     good = p.feed("Hi")
     with pytest.raises(TypeError, match="openai_delta takes the Delta objects"):
         p.openai_delta([*good, bad])
+
+
+@pytest.mark.parametrize("index", [3, -1, 0])
+def test_openai_delta_refuses_a_call_delta_of_no_call_of_this_parser(index):
+    """A call's Delta from another parser (or made by hand) raised a bare IndexError
+    from looking its id up (audit)."""
+    p = StreamParser("apertus-1.5")
+    p.feed("Hi")
+    with pytest.raises(TypeError, match="it has made no call"):
+        p.openai_delta([Delta("tool_call", "{}", index, "f")])
 
 
 def test_openai_delta_reads_a_generator_of_deltas_whole():

@@ -968,6 +968,7 @@ class StreamParser:
         elif k == _TOOL_OUTPUT_START and not self._brackets:
             self._mode = _M_GROUP
             self._group = []
+            self._waiting = False   # (outputs follow the calls, if cut off: not waiting)
             self._group_at = self._at
         # any other token is skipped (the builder warns about it)
 
@@ -1279,6 +1280,12 @@ class StreamParser:
             if type(d) is not Delta and not isinstance(d, Delta):
                 raise TypeError(f"openai_delta takes the Delta objects that feed() or "
                                 f"close() returned, got {type(d).__name__} {shown(d, 60)}")
+            if d.kind == TOOL_CALL and not (type(d.index) is int
+                                            and 0 <= d.index < len(self._tool_calls)):
+                # (a Delta of another parser, or made by hand: no call of this one)
+                raise TypeError(f"openai_delta takes the Delta objects that this parser's "
+                                f"feed() or close() returned; it has made no call "
+                                f"{shown(d.index, 20)} ({shown(d, 60)})")
         reasoning = [d.text for d in deltas if d.kind == THOUGHTS]
         content = [d.text for d in deltas if d.kind == RESPONSE]
         out = {}
