@@ -317,6 +317,33 @@ def _fresh_cache():
     _render_fast.clear_tool_cache()
 
 
+def test_the_tool_caches_hold_a_bounded_number_of_bytes():
+    """Both caches were bounded by count only (4096 names, x4 tools each on the hot
+    path): a server rendering the big tools its clients send kept gigabytes (audit).
+    Now the entries' bytes are bounded too (64 MiB), and a tool over 4 MiB is not kept."""
+    budget = 64 * 1024 * 1024
+    big = "x" * (512 * 1024)    # a tool's description and a parameter's: ~1 MiB of tape and text
+    for i in range(200):        # ~200 MiB of tools
+        tool = _tool(description=big + str(i), name=f"t{i}")
+        tool["parameters"]["properties"]["a"]["description"] = big
+        text = fast("apertus-1", CONV, tools=[tool])
+        assert text is not None and text.count(big) == 2
+        names, held = _render_fast.tool_cache_size()
+        assert 0 < names <= 200 and held <= budget, (i, names, held)
+        general("apertus-1", CONV, tools=[tool])
+        assert _render._tool_cache_bytes <= budget
+        assert len(_render._TOOL_CACHE) >= 1
+    assert _render_fast.tool_cache_size()[0] < 200   # (it was cleared on the way)
+    # a tool over 4 MiB is rendered, not kept
+    _render_fast.clear_tool_cache()
+    huge = _tool(description="y" * (5 * 1024 * 1024), name="huge")
+    assert agree("apertus-1", CONV, tools=[huge])
+    assert _render_fast.tool_cache_size() == (0, 0)
+    before = dict(_render._TOOL_CACHE)
+    general("apertus-1", CONV, tools=[huge])
+    assert _render._TOOL_CACHE == before
+
+
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_cache_sees_a_tool_mutated_in_place(dialect):
     tool = _tool()

@@ -508,6 +508,11 @@ def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str 
 # servers reuse a catalogue of tools; any other tool is simply rendered each time.
 _TOOL_CACHE = {}
 _TOOL_CACHE_MAX = 4096
+#: Bytes of keys and texts the cache may hold before it is cleared, and the most one
+#: entry may hold (a bigger tool is rendered each time): as the hot path's cache.
+_TOOL_CACHE_BYTES = 64 * 1024 * 1024
+_TOOL_ENTRY_BYTES = 4 * 1024 * 1024
+_tool_cache_bytes = 0      # what the entries hold, about
 
 
 def _cacheable(x, depth):
@@ -531,6 +536,7 @@ def _cacheable(x, depth):
 
 
 def _render_tools(tools, trim, jinja_json, native):
+    global _tool_cache_bytes
     tool_list = seq(tools)
     out = []
     last_tool = len(tool_list) - 1
@@ -560,9 +566,15 @@ def _render_tools(tools, trim, jinja_json, native):
         # edited it while it rendered, and the text of the new version would then be
         # served for the old one)
         if key is not None and _same_key(tool, key):
-            if len(_TOOL_CACHE) >= _TOOL_CACHE_MAX:
-                _TOOL_CACHE.clear()
-            _TOOL_CACHE[key] = text_
+            size = len(key[1]) + len(text_)
+            if size <= _TOOL_ENTRY_BYTES:
+                if len(_TOOL_CACHE) >= _TOOL_CACHE_MAX or \
+                        _tool_cache_bytes + size > _TOOL_CACHE_BYTES:
+                    _TOOL_CACHE.clear()
+                    _tool_cache_bytes = 0
+                if key not in _TOOL_CACHE:
+                    _tool_cache_bytes += size
+                _TOOL_CACHE[key] = text_
         out.append(text_)
         if ti != last_tool:
             out.append("\n")

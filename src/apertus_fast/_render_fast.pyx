@@ -1385,10 +1385,17 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
 
 cdef list _tool_caches = [{} for _ in range(8)]   # per mode: name -> _Tool chain
 cdef Py_ssize_t _tool_cache_names = 0
+cdef Py_ssize_t _tool_cache_bytes = 0   # what the entries hold (tapes and texts), about
 cdef enum:
     TOOL_CACHE_NAMES = 4096     # names kept per mode before the cache is cleared
     TOOL_BUCKET = 4             # distinct tools kept per name
     MAX_DEPTH = 64
+    # Bytes the entries may hold before the cache is cleared (a server rendering the
+    # tools its clients send would otherwise keep up to 4096 names x 4 of them,
+    # whatever their size), and the largest entry kept (a bigger tool is rendered
+    # each time).
+    TOOL_CACHE_BYTES = 64 * 1024 * 1024
+    TOOL_ENTRY_BYTES = 4 * 1024 * 1024
 
 
 # A tool is cached with its tape (``af_match`` above): its values in pre-order, a dict
@@ -1497,6 +1504,7 @@ cdef class _Tool:
     cdef unsigned char* tape
     cdef list objs          # objects the tape points to
     cdef _Tool next
+    cdef Py_ssize_t size    # bytes of the tape and the text
 
     def __cinit__(self):
         self.tape = NULL
@@ -1517,6 +1525,7 @@ cdef _Tool make_tool(object tool, str text):
         raise MemoryError()
     t.text = text
     t.objs = []
+    t.size = n
     tape_fill(tool, t.tape, t.objs)
     return t
 
@@ -1540,7 +1549,7 @@ cdef object tool_text(object tool, _Dialect d):
     a tool that is not made of exact JSON types (a dict of str, int, float, bool, None,
     lists and dicts): rendering that may run the caller's code (attributes, ``__str__``,
     ``__bool__``), which the general path runs in the template's order."""
-    global _tool_cache_names
+    global _tool_cache_names, _tool_cache_bytes
     cdef dict cache = <dict>_tool_caches[d.mode]
     cdef object name, text
     cdef _Tool entry, head, fresh
@@ -1568,11 +1577,14 @@ cdef object tool_text(object tool, _Dialect d):
     if fresh is None or type(text) is not str or af_match(p, fresh.tape, 0) == NULL:
         return text
     fresh.text = text
+    fresh.size += af_len(<PyObject*>text) * af_kind(<PyObject*>text)
+    if fresh.size > TOOL_ENTRY_BYTES:
+        return text
+    if _tool_cache_bytes + fresh.size > TOOL_CACHE_BYTES or (
+            head is None and _tool_cache_names >= TOOL_CACHE_NAMES):
+        clear_tool_cache()
+        head = None
     if head is None:
-        if _tool_cache_names >= TOOL_CACHE_NAMES:
-            for c in _tool_caches:
-                (<dict>c).clear()
-            _tool_cache_names = 0
         _tool_cache_names += 1
     else:
         # keep the newest TOOL_BUCKET tools of a name
@@ -1581,18 +1593,27 @@ cdef object tool_text(object tool, _Dialect d):
         while entry.next is not None and depth < TOOL_BUCKET:
             entry = entry.next
             depth += 1
-        entry.next = None
+        if entry.next is not None:
+            _tool_cache_bytes -= entry.next.size
+            entry.next = None
         fresh.next = head
+    _tool_cache_bytes += fresh.size
     cache[name] = fresh
     return text
 
 
 def clear_tool_cache():
     """Forget every cached tool signature."""
-    global _tool_cache_names
+    global _tool_cache_names, _tool_cache_bytes
     for c in _tool_caches:
         (<dict>c).clear()
     _tool_cache_names = 0
+    _tool_cache_bytes = 0
+
+
+def tool_cache_size():
+    """``(names, bytes)`` the hot path's tool cache holds (for tests)."""
+    return _tool_cache_names, _tool_cache_bytes
 
 
 # ---------------------------------------------------------------------------
