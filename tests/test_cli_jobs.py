@@ -646,6 +646,28 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_worker_whose_parent_died_before_it_started_ends():
+    """A worker read its parent's pid itself, after the fork: a parent killed in
+    between was already gone, the pid read was the reaper's, and the worker lived on
+    under it, waiting on its pipe (a rare failure of the SIGKILL test below, which left
+    a process behind: audit). It now compares with the pid the parent had when it
+    forked, which the parent passes."""
+    import subprocess
+
+    code = ("import os, sys\n"
+            "from apertus_fast import cli\n"
+            "cli._end_with_the_parent(int(sys.argv[1]))\n"
+            "print('lives on')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    gone = subprocess.run([sys.executable, "-c", code, "1"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert (gone.returncode, gone.stdout) == (1, "")          # pid 1 is not its parent
+    here = subprocess.run([sys.executable, "-c", code, str(os.getpid())], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (here.returncode, here.stdout) == (0, "lives on\n"), here.stderr
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
 @pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
                                          ("SIGQUIT", 131), ("SIGKILL", -9)])

@@ -654,12 +654,13 @@ def _replay(record: tuple, sink: _Sink) -> None:
 _WORKER: tuple | None = None  # (handler, keep, compress, parts, encoder) in a worker
 
 
-def _worker_start(handler, keep, compress, parts=None, encoder=None) -> None:
+def _worker_start(handler, keep, compress, parts=None, encoder=None, parent=None) -> None:
     """A worker's initializer: Ctrl-C, SIGHUP and SIGQUIT are the parent's to handle (it
     stops the workers), and SIGTERM (how it stops them) ends a worker quietly, without
     the handler a forked worker inherits from the command. ``parts``: (directory, least size) for outputs
     handed over as part files, or None; ``encoder``: a _parquet.RowEncoder for Parquet
-    rows, or None."""
+    rows, or None; ``parent``: the pid of the process that forked the workers (the
+    command's, with the ``fork`` start method), or None where another process does."""
     global _WORKER
     with contextlib.suppress(ValueError, OSError, AttributeError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -670,17 +671,21 @@ def _worker_start(handler, keep, compress, parts=None, encoder=None) -> None:
         # (started while the parent held them back, _signals_held: now they are handled
         # as above)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
-    _end_with_the_parent()
+    _end_with_the_parent(parent)
     _WORKER = (handler, keep, compress, parts, encoder)
 
 
-def _end_with_the_parent() -> None:
+def _end_with_the_parent(parent=None) -> None:
     """On Linux, have the kernel send this worker SIGTERM when its parent dies (killed
     with SIGKILL, say): the pool's pipes stay open in the sibling workers, so without
-    it they would wait for work forever. Best effort elsewhere."""
+    it they would wait for work forever. Best effort elsewhere. ``parent``: the pid the
+    parent had when it forked this worker. (Read here, it could already be the reaper's,
+    if the parent was killed between the fork and this line: the worker then lived on,
+    parented by init, waiting on its pipe.)"""
     if not sys.platform.startswith("linux"):
         return
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()
     try:
         import ctypes
 
@@ -945,10 +950,12 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
             with _signals_held(), contextlib.suppress(OSError):
                 parts = _Parts()
         try:
+            context = _mp_context()
             pool = cf.ProcessPoolExecutor(
-                jobs, mp_context=_mp_context(), initializer=_worker_start,
+                jobs, mp_context=context, initializer=_worker_start,
                 initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES),
-                          sink.encoder))
+                          sink.encoder,
+                          os.getpid() if context.get_start_method() == "fork" else None))
         except OSError as exc:   # (its queues' pipes)
             raise _not_started(exc) from exc
         _widen_pipes(pool)
