@@ -42,8 +42,8 @@ from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, Kind, get_dialect
 from ._errors import ParseError, shown
 from ._lex import _core_for, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
-                     OPENAI_CALL_KEYS, default_table, lenient_calls_at, plain_str, scan_str,
-                     slot_state, split_tool_outputs, state_dict)
+                     OPENAI_CALL_KEYS, default_table, dialect_of, lenient_calls_at, plain_str,
+                     scan_str, slot_state, split_tool_outputs, state_dict)
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -685,8 +685,7 @@ class StreamParser:
                  format: str = "auto", call_id=None):
         if format not in ("auto", "string", "blocks"):
             raise ValueError(f"format must be 'auto', 'string' or 'blocks', got {format!r}")
-        d = DIALECTS.get(dialect) if type(dialect) is str else None
-        self.dialect = d = d if d is not None else get_dialect(dialect)
+        self.dialect = d = dialect_of(dialect)
         self.format = format
         self._brackets = d.tool_output_open == "["
         # the lexer's resumable core (what _lex.Lexer wraps, without its bookkeeping:
