@@ -215,3 +215,20 @@ def test_the_cli_synopsis_lists_every_option_of_each_command():
         documented = set(re.findall(r"[\[|] ?(--[\w-]+)", lines[command]))
         documented |= {"--output"} if "-o OUTPUT" in lines[command] else set()
         assert options == documented, (command, options ^ documented)
+
+
+def test_the_reference_docs_keep_no_history_notes():
+    """The README and the reference docs say what the library does now; what it did
+    before goes to CHANGELOG.md. A note such as "until the twenty-third day it said X"
+    means nothing to a user (the development's days are nobody's calendar).
+    docs/benchmarks.md is the log of measured runs and keeps its dates."""
+    pattern = re.compile(r"\b(\w+-)?(first|second|third|\w+th) days?\b|\bused to (be|say|exit|fail|drop|get|leave|name|count)\b",
+                         re.I)
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if path.name == "benchmarks.md":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pattern.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "history notes belong in CHANGELOG.md:\n" + "\n".join(found)
