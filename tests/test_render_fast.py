@@ -395,6 +395,84 @@ def test_cache_with_uncacheable_and_openai_tools(dialect):
         assert agree(dialect, CONV, tools=[wrapped, copy.deepcopy(wrapped)])
 
 
+def test_a_tool_edited_while_its_cache_entry_is_made_is_never_written_past_its_tape():
+    """The cache entry's tape was measured, then its object made (a cyclic collection
+    may start there: finalizers, gc.callbacks, another thread), then written: a tool
+    that grew in between was written past the buffer, and the heap was corrupted
+    (``malloc(): invalid size``, abort; a thread audit found it with real threads too).
+    Here a gc callback grows the tool at every collection, and collections are made
+    frequent; each render must give the tool as it was or as it became, or the
+    general path's text. In a fresh interpreter: the old code aborted it."""
+    code = """if True:
+        import gc, random
+        import apertus_fast as af
+        from apertus_fast import _render, _render_fast
+        tool = {"name": "get_weather", "description": "short",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+        msgs = [{"role": "user", "content": "hi"}]
+        rnd = random.Random(0)
+        def grow(phase, info):
+            if phase == "start":
+                tool["description"] = "x" * rnd.randrange(1, 1 << 16)
+        class A:
+            pass
+        keep = []
+        gc.set_threshold(1)
+        gc.callbacks.append(grow)
+        texts = []
+        for i in range(300):
+            for _ in range(i % 3):   # moves the collection onto every allocation in turn
+                keep.append(A())
+            texts.append(af.render(msgs, dialect="apertus-1.5", tools=[tool], date="2026-01-01"))
+        gc.callbacks.remove(grow)
+        gc.set_threshold(700)
+        for text in texts:
+            assert text.count("Tool Capabilities:") == 1 and "get_weather" in text, text[:300]
+        # once left alone, the tool renders as the general path renders it
+        assert af.render(msgs, dialect="apertus-1.5", tools=[tool], date="2026-01-01") == \
+            _render._render_general(msgs, "apertus-1.5", [tool], False, False, False,
+                                    "2026-01-01", "<s>", None)
+        print("ok")
+    """
+    assert run_python(code, timeout=300).stdout.strip() == "ok"
+
+
+def test_a_cache_cleared_while_a_tool_renders_keeps_its_counts():
+    """A miss renders its tool in Python code, during which another thread may clear
+    the cache or evict entries; the chain found before was then filed again, with
+    entries the counts no longer included (``tool_cache_size()`` said ``(0, 0)`` with
+    four entries alive, and the byte count went negative under threads)."""
+    def tool(description):
+        return _tool(description=description, name="get_weather")
+
+    for k in range(4):                       # a full bucket of one name
+        fast("apertus-1.5", CONV, tools=[tool(f"v{k}")])
+    assert _render_fast.tool_cache_size()[0] == 1
+    real = _render._render_tool
+    cleared = []
+
+    def render_tool(*args):
+        if not cleared:
+            cleared.append(True)
+            _render_fast.clear_tool_cache()   # what another thread may do meanwhile
+        return real(*args)
+
+    _render_fast.configure(render_tool, _render.render_date, _render.DIALECTS, _render._render_general)
+    try:
+        assert agree("apertus-1.5", CONV, tools=[tool("v4")])
+    finally:
+        _render_fast.configure(real, _render.render_date, _render.DIALECTS, _render._render_general)
+    assert cleared
+    names, held = _render_fast.tool_cache_size()
+    assert names == 1 and held > 0, (names, held)
+    # the one entry kept is the new tool's, and what the counts say is what is held
+    fast("apertus-1.5", CONV, tools=[tool("v4")])
+    assert _render_fast.tool_cache_size() == (names, held)
+    _render_fast.clear_tool_cache()
+    fast("apertus-1.5", CONV, tools=[tool("v4")])
+    assert _render_fast.tool_cache_size() == (names, held)
+
+
 def test_cache_is_bounded():
     for i in range(5000):
         fast("apertus-1", CONV, tools=[_tool(name=f"tool_{i}")])

@@ -1444,38 +1444,58 @@ cdef Py_ssize_t tape_size(object x, int depth) except -2:
     return -1
 
 
-cdef unsigned char* tape_fill(object x, unsigned char* t, list objs) except NULL:
-    """Write the tape of ``x`` (``tape_size`` said it can be taped) at ``t``; returns
-    the end. Big ints are compared by value with the object itself, kept in ``objs``."""
+class _TapeChanged(Exception):
+    """(internal) The tool no longer fits the tape that ``tape_size`` measured."""
+
+
+cdef unsigned char* tape_fill(object x, unsigned char* t, unsigned char* end,
+                              list objs, int depth) except NULL:
+    """Write the tape of ``x`` (``tape_size`` said it can be taped) at ``t``, never
+    past ``end``; returns the end of what it wrote. Big ints are compared by value with
+    the object itself, kept in ``objs``. Raises ``_TapeChanged`` where ``x`` is no
+    longer what was measured (a record would pass ``end``, or a value is of a type
+    that cannot be taped): no Python code runs between the two here, but the check
+    costs nothing beside a tool's rendering, and a write past the buffer would corrupt
+    the heap."""
     cdef PyObject* p = <PyObject*>x
     cdef af_hdr* h = <af_hdr*>t
     cdef size_t m
     cdef long long ll
     cdef int overflow = 0
     cdef double f
+    if end - t < 8:      # a record's header
+        raise _TapeChanged()
     h.n = 0
     if af_is_str(p):
         h.tag = AF_T_STR | (<uint32_t>af_kind(p) << 8)
         h.n = <uint32_t>af_len(p)
         m = <size_t>af_len(p) * <size_t>af_kind(p)
+        if <size_t>(end - t) - 8 < ((m + 7) & ~(<size_t>7)):
+            raise _TapeChanged()
         memcpy(t + 8, af_data(p), m)
         memset(t + 8 + m, 0, ((m + 7) & ~(<size_t>7)) - m)
         return t + 8 + ((m + 7) & ~(<size_t>7))
+    if (af_is_dict(p) or af_is_list(p)) and depth > MAX_DEPTH:   # tape_size's limit
+        raise _TapeChanged()
     if af_is_dict(p):
         h.tag = AF_T_DICT
         h.n = <uint32_t>len(<dict>x)
         t += 8
         for k, v in (<dict>x).items():
-            t = tape_fill(k, t, objs)
-            t = tape_fill(v, t, objs)
+            if not af_is_str(<PyObject*>k):
+                raise _TapeChanged()
+            t = tape_fill(k, t, end, objs, depth + 1)
+            t = tape_fill(v, t, end, objs, depth + 1)
         return t
     if af_is_list(p):
         h.tag = AF_T_LIST
         h.n = <uint32_t>len(<list>x)
         t += 8
         for v in <list>x:
-            t = tape_fill(v, t, objs)
+            t = tape_fill(v, t, end, objs, depth + 1)
         return t
+    if end - t < 16:     # a number's or a constant's record
+        raise _TapeChanged()
     if af_is_int(p):
         ll = PyLong_AsLongLongAndOverflow(x, &overflow)
         if overflow:
@@ -1491,6 +1511,8 @@ cdef unsigned char* tape_fill(object x, unsigned char* t, list objs) except NULL
         f = af_float_value(p)
         memcpy(t + 8, &f, 8)
         return t + 16
+    if not (p == Py_None or p == Py_True or p == Py_False):
+        raise _TapeChanged()
     h.tag = AF_T_CONST       # None, True, False (immortal for the tape's purposes: kept)
     objs.append(x)
     memcpy(t + 8, &p, sizeof(PyObject*))
@@ -1514,19 +1536,30 @@ cdef class _Tool:
 
 
 cdef _Tool make_tool(object tool, str text):
-    """The cache entry of ``tool``, or None if it cannot be taped."""
-    cdef Py_ssize_t n = tape_size(tool, 0)
-    cdef _Tool t
+    """The cache entry of ``tool``, or None if it cannot be taped.
+
+    The objects are made first: making one may start a cyclic collection, whose
+    finalizers (or another thread, which they let run) may edit the tool, so nothing
+    may be made between measuring the tape and writing it. (It was: the ``_Tool``,
+    and a tool that grew in that window was written past its buffer.)"""
+    cdef _Tool t = _Tool.__new__(_Tool)
+    cdef Py_ssize_t n
+    cdef unsigned char* end
+    t.text = text
+    t.objs = []
+    n = tape_size(tool, 0)
     if n < 0:
         return None
-    t = _Tool.__new__(_Tool)
     t.tape = <unsigned char*>malloc(<size_t>n)
     if t.tape == NULL:
         raise MemoryError()
-    t.text = text
-    t.objs = []
     t.size = n
-    tape_fill(tool, t.tape, t.objs)
+    try:
+        end = tape_fill(tool, t.tape, t.tape + n, t.objs, 0)
+    except _TapeChanged:
+        return None
+    if end != t.tape + n:
+        return None
     return t
 
 
@@ -1580,6 +1613,11 @@ cdef object tool_text(object tool, _Dialect d):
     fresh.size += af_len(<PyObject*>text) * af_kind(<PyObject*>text)
     if fresh.size > TOOL_ENTRY_BYTES:
         return text
+    # The name's chain as it is now: the tool rendered in Python code, during which
+    # another thread may have filed, evicted or cleared entries (the chain found
+    # before, filed again, would hold entries the counts no longer include).
+    found = PyDict_GetItemWithError(<PyObject*>cache, <PyObject*>name)
+    head = <_Tool>found if found != NULL else None
     if _tool_cache_bytes + fresh.size > TOOL_CACHE_BYTES or (
             head is None and _tool_cache_names >= TOOL_CACHE_NAMES):
         clear_tool_cache()
