@@ -9,6 +9,7 @@ import pytest
 
 from apertus_fast import Conversation, Message, ParseError, StreamParser, normalize, parse, render
 from apertus_fast._parse import split_tool_calls, split_tool_outputs
+from tests.fresh import run_python
 
 DATE = "2026-01-01"
 
@@ -1016,3 +1017,89 @@ def test_a_long_text_is_parsed_with_the_collector_off_and_left_as_found():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+_LONG_TEXT = """if True:
+    import gc, os, threading
+    import apertus_fast as af
+    from apertus_fast import _parse
+    msgs = []
+    for i in range(3000):
+        msgs += [{"role": "user", "content": f"q{i} " + "y" * 20}, {"role": "assistant", "content": "ok"}]
+    text = af.render(msgs, dialect="apertus-1.5", date="2026-01-01")
+    assert len(text) > 1 << 16
+    class Switch:   # the gc module as _parse sees it, counting what it is asked
+        def __init__(self):
+            self.calls = []
+        def isenabled(self):
+            return gc.isenabled()
+        def disable(self):
+            self.calls.append("disable")
+            gc.disable()
+        def enable(self):
+            self.calls.append("enable")
+            gc.enable()
+    switch = Switch()
+    _parse.gc = switch
+"""
+
+
+def test_a_long_parse_leaves_the_collector_alone_while_other_threads_run():
+    """The collector's switch is the process's: a long parse that turned it off and on
+    again undid a ``gc.disable()`` that another thread made meanwhile, and a child that
+    another thread forked meanwhile started with it off for good (thread audit). It is
+    only switched when the parsing thread is the only one."""
+    code = _LONG_TEXT + """if True:
+    af.parse(text, dialect="apertus-1.5")
+    assert switch.calls == ["disable", "enable"], switch.calls   # alone: switched
+    switch.calls.clear()
+    go, done = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: (go.set(), done.wait()))
+    other.start()
+    go.wait()
+    try:
+        assert af.parse(text, dialect="apertus-1.5").render() == text
+    finally:
+        done.set()
+        other.join()
+    assert switch.calls == [] and gc.isenabled(), switch.calls
+    print("ok")
+"""
+    assert run_python(code).stdout.strip() == "ok"
+
+
+def test_an_exception_right_after_the_collector_goes_off_turns_it_on_again():
+    """(A KeyboardInterrupt from a signal handler, say.) ``gc.disable()`` came before
+    the ``try`` whose ``finally`` turns the collector on again."""
+    code = _LONG_TEXT + """if True:
+    def interrupted():
+        gc.disable()
+        raise KeyboardInterrupt
+    switch.disable = interrupted
+    try:
+        af.parse(text, dialect="apertus-1.5")
+    except KeyboardInterrupt:
+        pass
+    assert gc.isenabled() and not _parse._gc_switched_off
+    print("ok")
+"""
+    assert run_python(code).stdout.strip() == "ok"
+
+
+def test_a_child_forked_while_a_parse_has_the_collector_off_turns_it_on():
+    """A process forked during such a parse (from a signal handler) starts with the
+    collector on: nothing in the child would turn it on again."""
+    code = _LONG_TEXT + """if True:
+    _parse._gc_switched_off = True   # as during a long parse
+    gc.disable()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if gc.isenabled() and not _parse._gc_switched_off else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's collector is off"
+    assert not gc.isenabled() and _parse._gc_switched_off   # the parent's parse goes on
+    _parse._gc_switched_off = False
+    gc.enable()
+    print("ok")
+"""
+    assert run_python(code).stdout.strip() == "ok"

@@ -758,3 +758,34 @@ def test_an_error_the_callers_object_raises_is_the_render_errors_cause():
         with pytest.raises(RenderError) as info:
             render(own)
         assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_a_render_inside_a_render_leaves_the_outer_ones_rules_alone():
+    """The two environments differ in what an ``AttributeError`` raised by
+    ``obj["role"]`` means: undefined in the plain one (the reference dialect), an error
+    in the sandbox. A render run by the caller's code inside another render (a
+    ``__str__``, a finalizer, a signal handler) in the other environment left the outer
+    render with its rules (thread audit): here ``message 1: AttributeError: role``
+    instead of the reference template's own message."""
+    class Odd:
+        def __getitem__(self, key):
+            raise AttributeError(key)
+
+    class Nested(str):
+        def __str__(self):
+            render(({"role": "user", "content": "x"},), dialect="apertus-1.5")  # (general path)
+            return "hello"
+
+    class Plain(str):
+        def __str__(self):
+            return "hello"
+
+    def outcome(first):
+        with pytest.raises(RenderError) as err:
+            render([{"role": "user", "content": first}, Odd()],
+                   dialect="apertus-format-reference", date="2026-01-01")
+        return str(err.value)
+
+    alone = outcome(Plain("hello"))
+    assert "Invalid message role" in alone
+    assert outcome(Nested("hello")) == alone

@@ -23,8 +23,10 @@ import copyreg
 import datetime
 import gc
 import json
+import os as _os
 import re
 import sys
+import threading as _threading
 from array import array
 from typing import TYPE_CHECKING
 
@@ -1635,16 +1637,42 @@ def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True
 #: so many that the collector ran again and again over them (a 57 MB text parsed in
 #: 2.5 s with it, 1.1 s without). A short one makes too few to matter.
 _GC_OFF_FROM = 1 << 16
+#: Whether a parse turned the collector off, and turns it back on when it ends.
+_gc_switched_off = False
 
 
 def _parse_text(s, d, strict, format):
-    if len(s) < _GC_OFF_FROM or not gc.isenabled():
+    """``_parse_text_now``, with the collector off for a long text.
+
+    The collector's switch is the process's, so it is only touched where nothing else
+    can see it: when this is the only Python thread (another could turn the collector
+    off meanwhile and find it turned on again after, or fork a child that would start
+    with it off for good) and no parse already has it off."""
+    global _gc_switched_off
+    if (len(s) < _GC_OFF_FROM or _gc_switched_off or not gc.isenabled()
+            or _threading.active_count() > 1):
         return _parse_text_now(s, d, strict, format)
-    gc.disable()
     try:
+        _gc_switched_off = True   # (first: an exception between the two lines finds it)
+        gc.disable()
         return _parse_text_now(s, d, strict, format)
     finally:
+        if _gc_switched_off:
+            _gc_switched_off = False
+            gc.enable()
+
+
+def _gc_on_in_a_child():
+    """A child forked during such a parse (from a signal handler, say) starts with the
+    collector on: nothing in it would turn it back on."""
+    global _gc_switched_off
+    if _gc_switched_off:
+        _gc_switched_off = False
         gc.enable()
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_gc_on_in_a_child)
 
 
 def _parse_text_now(s, d, strict, format):

@@ -492,11 +492,14 @@ def render_tools(tools: Tools, dialect: str | Dialect = DEFAULT_DIALECT) -> str 
     d = get_dialect(dialect)
     if not _truth(tools, "tools"):
         return None
+    outer = getattr(_STATE, "sandboxed", False)   # (as _render_pieces)
     _STATE.sandboxed = d.sandboxed
     try:
         return _render_tools(tools, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
     except _ERRORS as exc:
         raise _tools_error(exc) from _cause(exc)
+    finally:
+        _STATE.sandboxed = outer
 
 
 # Rendered signatures of single tools, keyed by the environment and ``marshal.dumps`` of
@@ -807,7 +810,21 @@ def _render_pieces(messages, dialect, tools, enable_thinking, add_generation_pro
     d = DIALECTS.get(dialect) if type(dialect) is str else None
     if d is None:
         d = get_dialect(dialect)
+    # The environment's rules for this render, and back to the ones found after it: a
+    # render may run inside another (from the caller's __str__, a finalizer, a signal
+    # handler), which goes on with its own rules.
+    outer = getattr(_STATE, "sandboxed", False)
     _STATE.sandboxed = d.sandboxed
+    try:
+        return _render_pieces_now(messages, d, tools, enable_thinking, add_generation_prompt,
+                                  continue_assistant_message, date, bos_token, tools_text,
+                                  marks)
+    finally:
+        _STATE.sandboxed = outer
+
+
+def _render_pieces_now(messages, d, tools, enable_thinking, add_generation_prompt,
+                       continue_assistant_message, date, bos_token, tools_text, marks):
     look = True
     if type(messages) is not list:
         messages, look = _template_view(messages)
