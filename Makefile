@@ -23,7 +23,13 @@ $(STAMP):
 	case "$${APERTUS_FAST_PURE:-0}" in 0|"") ;; *) rm -f src/apertus_fast/*.so src/apertus_fast/*.pyd ;; esac
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+	@# a compile that failed (no C compiler) falls back to the pure-Python twins: say so,
+	@# and leave the stamp unwritten so that the next make tries to compile again
+	@if [ -n "$${APERTUS_FAST_PURE#0}" ] || $(BIN)/python -c "import sys, apertus_fast as a; sys.exit(a.BACKEND != 'cython')"; then \
+	    touch $(STAMP); \
+	else \
+	    echo "apertus-fast: warning: the Cython core did not compile (is a C compiler installed?), so the pure-Python twins run: same results, much slower. Install a compiler and run make again, or set APERTUS_FAST_PURE=1 to ask for them." >&2; \
+	fi
 
 install: $(STAMP)
 	@$(BIN)/python -c "import apertus_fast as a; print('apertus-fast', a.__version__, 'backend:', a.BACKEND, a.backends())"

@@ -9,6 +9,7 @@ import os
 import sys
 
 from setuptools import setup
+from setuptools.command.build_ext import build_ext as _build_ext
 
 # Modules compiled when possible. ``_lexer.pyx`` is hand-written Cython; the other
 # entries are plain Python modules that Cython compiles as they are (their .py source
@@ -64,4 +65,38 @@ def _extensions():
     return built
 
 
-setup(ext_modules=_extensions())
+class build_ext(_build_ext):
+    """setuptools' build_ext, which removes a module's previous build before it compiles
+    the module again, and says which modules it could not compile.
+
+    Every extension is optional: one that fails to compile is left out, and its
+    pure-Python twin runs. But a compiled module left from an earlier build (in the
+    build directory, which a wheel is made from, or in ``src/`` for an editable
+    install) would stay, and be imported instead of the source it no longer matches:
+    an edit, then a failed compile, and the old code ran on, reported as compiled."""
+
+    def run(self):
+        self._in_place = bool(self.inplace)   # (setuptools clears it while it builds)
+        super().run()
+        missing = [ext.name for ext in self.extensions
+                   if not os.path.exists(self.get_ext_fullpath(ext.name))]
+        if missing:
+            sys.stderr.write("apertus-fast: not compiled, so running on their pure-Python "
+                             f"twins (much slower): {', '.join(missing)}\n")
+
+    def build_extension(self, ext):
+        target = self.get_ext_fullpath(ext.name)
+        builds = [target]
+        if getattr(self, "_in_place", False):
+            build_py = self.get_finalized_command("build_py")
+            package, _, _ = self.get_ext_fullname(ext.name).rpartition(".")
+            builds.append(os.path.join(build_py.get_package_dir(package), os.path.basename(target)))
+        newest = max((os.path.getmtime(s) for s in [*ext.sources, *(ext.depends or [])]
+                      if os.path.exists(s)), default=0.0)
+        for path in builds:   # a build older than its sources is not kept
+            if os.path.exists(path) and os.path.getmtime(path) < newest:
+                os.remove(path)
+        super().build_extension(ext)
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": build_ext})

@@ -112,6 +112,53 @@ def test_a_module_that_fails_to_compile_is_left_out_not_fatal(tmp_path):
     assert not list((tree / "src" / "apertus_fast").glob("*.so"))
 
 
+def test_a_failed_compile_leaves_no_older_build_of_the_module_behind(tmp_path):
+    """An edited module whose compile fails must run from its edited source. Its
+    compiled build from before stayed (in ``src/`` for an editable install, in the
+    build directory for a wheel) and was imported instead: the edit ignored, the
+    package reported as compiled (packaging audit)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    pytest = __import__("pytest")
+    pytest.importorskip("Cython")
+    built = sorted((ROOT / "src" / "apertus_fast").glob("_parse.*.so"))
+    if not built:
+        pytest.skip("no compiled _parse in this tree (a pure-Python install)")
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(   # (.so and .c kept, with their times)
+        ".git", ".venv", "build", "dist", "out", "corpus", ".hypothesis", ".benchmarks", ".pytest_cache",
+        "__pycache__", "*.egg-info", "*.html", "crash-*"))
+    # an older build in the build directory too, where a wheel is made from
+    lib = tree / "build" / f"lib.{sysconfig.get_platform()}-{sys.implementation.cache_tag}" / "apertus_fast"
+    lib.mkdir(parents=True)
+    shutil.copy2(built[0], lib / built[0].name)
+    with open(tree / "src" / "apertus_fast" / "_parse.py", "a", encoding="utf-8") as f:
+        f.write("\nEDITED = True\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "APERTUS_FAST_PURE")}
+    env["CC"] = env["LDSHARED"] = "false"  # a compiler that always fails
+    for args in (["build_ext"], ["build_ext", "--inplace"]):
+        run = subprocess.run([sys.executable, "setup.py", *args], cwd=tree, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "not compiled" in run.stderr and "apertus_fast._parse" in run.stderr, run.stderr[-2000:]
+    assert not list(tree.glob("build/**/_parse.*.so")), "the build directory kept the old build"
+    assert not list((tree / "src" / "apertus_fast").glob("_parse.*.so")), "src/ kept the old build"
+    # a module whose sources did not change keeps its build
+    lexer_c, lexer_so = ROOT / "src/apertus_fast/_lexer.c", sorted((ROOT / "src/apertus_fast").glob("_lexer.*.so"))
+    if lexer_c.exists() and lexer_so and lexer_so[0].stat().st_mtime >= lexer_c.stat().st_mtime:
+        assert list((tree / "src" / "apertus_fast").glob("_lexer.*.so")), "an up-to-date build was removed"
+    check = subprocess.run(
+        [sys.executable, "-c", "import apertus_fast as a, apertus_fast._parse as p;"
+                               "print(p.EDITED, a.backends()['_parse'])"],
+        cwd=tmp_path, env=dict(env, PYTHONPATH=str(tree / "src")), capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr[-2000:]
+    assert check.stdout.split() == ["True", "python"], check.stdout
+
+
 def test_type_checkers_see_every_public_name_and_the_render_signatures():
     """The package ships py.typed, but loads its names on first use (module
     __getattr__), which a type checker cannot follow: every name would be Any. The
@@ -133,6 +180,10 @@ def test_type_checkers_see_every_public_name_and_the_render_signatures():
     # makes any misspelt name (apertus_fast.rendr) an Any that they accept
     assert not any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
                    for node in init.body)
+    for public in ("formatter", "models", "enums"):   # (formatter's had one in sight)
+        body = ast.parse((ROOT / f"src/apertus_fast/{public}.py").read_text()).body
+        assert not any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+                       for node in body), f"apertus_fast.{public} shows type checkers a __getattr__"
     hidden = [node for node in init.body if isinstance(node, ast.If)
               and ast.unparse(node.test) == "not TYPE_CHECKING"]
     assert any(isinstance(inner, ast.FunctionDef) and inner.name == "__getattr__"
@@ -180,3 +231,15 @@ def test_backends_tell_a_compiled_module_that_does_not_load(tmp_path):
         "assert a.parse(a.render([{'role': 'user', 'content': 'hi'}])).messages\n"
         % (str(tmp_path), str(tmp_path)))
     assert run.stdout.split() == ["python", "python", "python", "cython", "mixed", "python", "True"]
+
+
+def test_the_version_is_the_same_in_pyproject_and_the_package():
+    """The version is written twice (pyproject.toml's metadata, ``__version__``, which
+    ``apertus-fast --version`` prints): a release must bump both."""
+    import re
+
+    import apertus_fast
+
+    project = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    declared = re.search(r'(?m)^version\s*=\s*"([^"]+)"', project).group(1)
+    assert apertus_fast.__version__ == declared

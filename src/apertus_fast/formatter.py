@@ -15,7 +15,7 @@ import json  # noqa: F401  (the reference's module namespace)
 import os  # noqa: F401
 import re  # noqa: F401
 from datetime import datetime  # noqa: F401
-from typing import Any, Dict, List, Optional  # noqa: F401
+from typing import TYPE_CHECKING, Any, Dict, List, Optional  # noqa: F401
 
 from ._formatter import ApertusFormatter
 # (as the reference's formatter imports them)
@@ -25,12 +25,17 @@ from .models import AssistantContent, Conversation, Message, SystemContent, User
 __all__ = ["ApertusFormatter"]
 
 
-def __getattr__(name):
-    # jinja2's names, imported only when asked for (PEP 562)
-    if name in ("Template", "TemplateError"):
-        try:
-            import jinja2
-        except ImportError:
-            raise AttributeError(f"{__name__}.{name} is jinja2's {name}: pip install jinja2") from None
-        return getattr(jinja2, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:
+    from jinja2 import Template as Template, TemplateError as TemplateError
+else:
+    # (hidden from type checkers, to which a module __getattr__ makes every misspelt
+    # name of this module an Any)
+    def __getattr__(name):
+        # jinja2's names, imported only when asked for (PEP 562)
+        if name in ("Template", "TemplateError"):
+            try:
+                import jinja2
+            except ImportError:
+                raise AttributeError(f"{__name__}.{name} is jinja2's {name}: pip install jinja2") from None
+            return getattr(jinja2, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
