@@ -9,7 +9,7 @@ see ``docs/dropin.md`` for the deliberate differences.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ._dialects import DEFAULT_DIALECT, get_dialect
 from ._models import (
@@ -26,6 +26,9 @@ from ._models import (
 from . import _render as _r
 from ._errors import RenderError
 from ._render import _DateAsGiven, render, render_date
+
+if TYPE_CHECKING:
+    import datetime as _dt
 
 __all__ = ["ApertusFormatter"]
 
@@ -109,8 +112,8 @@ class ApertusFormatter:
         tools: Optional[List[Dict[str, Any]]] = None,
         *,
         dialect: str = DEFAULT_DIALECT,
-        date=None,
-    ):
+        date: _dt.date | str | None = None,
+    ) -> None:
         get_dialect(dialect)  # unknown dialect: ValueError now, not at first use
         if date is not None:
             render_date(date)  # a bad date likewise (RenderError, a ValueError)

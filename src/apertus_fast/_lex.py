@@ -135,7 +135,7 @@ def _to_events(buf) -> list[Event]:
     return list(map(_new_tuple, repeat(Event), zip(kinds, buf[1::3], buf[2::3])))
 
 
-def scan(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) -> array:
+def scan(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend: str | None = None) -> array:
     """Lex ``data`` in one shot; return the events as a flat ``array('q')``:
     ``[kind0, start0, end0, kind1, start1, end1, ...]`` (kind as ``int(Kind)``).
 
@@ -151,7 +151,7 @@ def scan(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) 
     return buf
 
 
-def lex(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None) -> list[Event]:
+def lex(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend: str | None = None) -> list[Event]:
     """Lex ``data`` (``str``, or UTF-8 ``bytes``/``bytearray``/``memoryview``) with
     the tokens of ``dialect``; return the list of :class:`Event`.
 
@@ -183,7 +183,7 @@ class Lexer:
     the copy continues independently of the original.
     """
 
-    def __init__(self, dialect: str | Dialect = DEFAULT_DIALECT, *, backend=None):
+    def __init__(self, dialect: str | Dialect = DEFAULT_DIALECT, *, backend: str | None = None) -> None:
         self.dialect = get_dialect(dialect)
         self._core = _core_for(backend)
         self._table = _table(self._core, self.dialect)

@@ -37,6 +37,9 @@ from ._lex import _DEFAULT_CORE, _table, _utf8_error, utf8_found
 from ._render import render, renders_to
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from ._render import Messages
     from ._spans import Rendered
 
 __all__ = ["parse", "normalize", "ParsedConversation", "split_tool_outputs", "split_tool_calls"]
@@ -130,7 +133,7 @@ class ParsedConversation:
                  "continue_assistant_message", "tools_text", "bos_token", "date", "format",
                  "warnings", "_tool_names", "_dialect")
 
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     dialect: str
     enable_thinking: bool
     add_generation_prompt: bool
@@ -1579,7 +1582,7 @@ def _token_start_at_end(s, d):
     return 0
 
 
-def parse(text, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True,
+def parse(text: str | bytes, *, dialect: str | Dialect = DEFAULT_DIALECT, strict: bool = True,
           format: str = "auto") -> ParsedConversation:
     """Parse rendered Apertus text back into the conversation that renders to it.
 
@@ -1743,9 +1746,9 @@ def _first_difference(a, b):
     return lo
 
 
-def normalize(messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
+def normalize(messages: Messages, *, dialect: str | Dialect = DEFAULT_DIALECT,
               add_generation_prompt: bool = False,
-              continue_assistant_message: bool = False) -> list:
+              continue_assistant_message: bool = False) -> list[dict[str, Any]]:
     """The canonical form of a conversation: the messages :func:`parse` returns for its
     rendering with these settings (``docs/format.md`` lists the rules: merged turns and
     thoughts, tool outputs as blocks or tool messages, the default system prompt

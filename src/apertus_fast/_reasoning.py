@@ -13,7 +13,8 @@ the text without an error. In the Apertus format reasoning is a ``thoughts`` blo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 from itertools import chain
 
 from ._errors import RenderError, shown
@@ -53,7 +54,7 @@ def _reasoning_of(m: dict, index: int) -> str | None:
 _FIELDS = frozenset(REASONING_FIELDS)
 
 
-def unrendered_reasoning(messages) -> list[tuple[int, str]]:
+def unrendered_reasoning(messages: Iterable[Any]) -> list[tuple[int, str]]:
     """``(message index, field)`` of every assistant message's reasoning that ``render``
     would drop: any value but ``None`` and ``""`` in one of :data:`REASONING_FIELDS` (no
     template reads them; :func:`reasoning_to_blocks` moves strings and rejects other
@@ -138,7 +139,7 @@ def _blocks(m: dict, index: int, reasoning: str | None) -> list:
     return blocks
 
 
-def reasoning_to_blocks(messages) -> list:
+def reasoning_to_blocks(messages: Iterable[Any]) -> list[Any]:
     """``messages`` with each assistant message's reasoning field (:data:`REASONING_FIELDS`)
     moved into a ``thoughts`` block, so that ``render`` renders it.
 

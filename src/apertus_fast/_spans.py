@@ -24,6 +24,8 @@ from ._mask import token_mask as _token_mask
 from ._render import _render_pieces
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from ._dialects import Dialect
     from ._render import DateArg, Messages, Tools
 
@@ -78,7 +80,7 @@ class Rendered(NamedTuple):
             raise
         return out
 
-    def token_mask(self, offsets, *, utf8: bool = False) -> list[bool]:
+    def token_mask(self, offsets: Iterable[Sequence[int]], *, utf8: bool = False) -> list[bool]:
         """One bool per token: whether the token is (partly) the model's text.
 
         ``offsets`` are the tokens' ``(start, end)`` character offsets into ``text``, as

@@ -36,7 +36,7 @@ import copy
 import re
 import uuid
 from array import array
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._dialects import DEFAULT_DIALECT, DIALECTS, Dialect, Kind, get_dialect
 from ._errors import ParseError, shown
@@ -44,6 +44,10 @@ from ._lex import _core_for, utf8_found
 from ._parse import (_NEED_BLOCKS, _Builder, _NeedBlocks, _max_str_digits, json_end, output_group,
                      OPENAI_CALL_KEYS, default_table, dialect_of, lenient_calls_at, plain_str,
                      scan_str, slot_state, split_tool_outputs, state_dict)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
 __all__ = ["Delta", "StreamParser", "Completion", "parse_completion"]
 
@@ -682,7 +686,7 @@ class StreamParser:
     """
 
     def __init__(self, dialect: str | Dialect = DEFAULT_DIALECT, *, prompt: str | None = None,
-                 format: str = "auto", call_id=None):
+                 format: str = "auto", call_id: Callable[[int], str] | None = None):
         if format not in ("auto", "string", "blocks"):
             raise ValueError(f"format must be 'auto', 'string' or 'blocks', got {format!r}")
         self.dialect = d = dialect_of(dialect)
@@ -801,7 +805,7 @@ class StreamParser:
     def closed(self) -> bool:
         return self._closed
 
-    def feed(self, chunk) -> list[Delta]:
+    def feed(self, chunk: str | bytes) -> list[Delta]:
         """Read the next chunk of model output; return the deltas it completes."""
         if self._closed:
             raise ValueError("StreamParser.feed() after close()")
@@ -1267,7 +1271,7 @@ class StreamParser:
         # for a list that was cut off instead)
         return "stop" if self._ended or self._after_calls else None
 
-    def openai_delta(self, deltas) -> dict:
+    def openai_delta(self, deltas: Iterable[Delta]) -> dict[str, Any]:
         """The deltas (of one :meth:`feed`) as the ``delta`` of an OpenAI
         ``chat.completion.chunk``: ``reasoning_content``, ``content`` and
         ``tool_calls`` (``index``, and on a call's first delta its ``id``, ``type`` and
@@ -1564,9 +1568,9 @@ class Completion:
                 f"finish_reason={self.finish_reason!r}, warnings={self.warnings!r})")
 
 
-def parse_completion(text, *, dialect: str | Dialect = DEFAULT_DIALECT,
+def parse_completion(text: str | bytes, *, dialect: str | Dialect = DEFAULT_DIALECT,
                      prompt: str | None = None, format: str = "auto",
-                     call_id=None) -> Completion:
+                     call_id: Callable[[int], str] | None = None) -> Completion:
     """Read a model's whole completion (the text after the prompt's
     ``<|assistant_start|>``): reasoning, response, tool calls, how it ended.
 
