@@ -969,7 +969,9 @@ def test_a_key_whose_eq_runs_code_leaves_the_dict_to_the_general_path(where):
     from apertus_fast import render
 
     def conversation():
-        messages = [{"role": "user", "content": "u" * 5000 + str(id(object()))}]
+        # (a string made at run time, a new object each call, equal in each: not one
+        # spelling an object's id, which another allocator does not reuse)
+        messages = [{"role": "user", "content": "u" * 5000 + "!"}]
         key = _CollidingKey({"call": "arguments", "blocks": "blocks", "parts": "parts",
                              "part": "type", "output": "output", "first": "role",
                              "tool": "name"}[where], messages)
