@@ -697,3 +697,17 @@ def wild_render_inputs(draw, dialect=None):
     """Keyword arguments of ``render`` (without ``dialect``): a wild case."""
     g = _Gen(draw, dialect, wild=True)
     return dict(messages=g.messages(), tools=g.tools(), **g.flags())
+
+
+def tool_turns(n):
+    """``n`` user questions, each answered by a block assistant with a tool call, its
+    output and a response: a long conversation of many small dicts and lists (the parse
+    of its text makes thousands of them)."""
+    messages = []
+    for i in range(n):
+        messages += [{"role": "user", "content": f"q{i}"},
+                     {"role": "assistant", "content": {"blocks": [
+                         {"type": "tool_calls", "calls": [{"name": "f", "arguments": '{"a": 1}'}]},
+                         {"type": "tool_outputs", "outputs": [{"output": "x"}]},
+                         {"type": "response", "text": "ok"}]}}]
+    return messages

@@ -10,6 +10,7 @@ import pytest
 from apertus_fast import Conversation, Message, ParseError, StreamParser, normalize, parse, render
 from apertus_fast._parse import split_tool_calls, split_tool_outputs
 from tests.fresh import run_python
+from tests.strategies import tool_turns
 
 DATE = "2026-01-01"
 
@@ -989,14 +990,7 @@ def test_a_long_text_is_parsed_with_the_collector_off_and_left_as_found():
     them: the collector ran hundreds of times over them during one parse (audit)."""
     import gc
 
-    msgs = []
-    for i in range(3000):
-        msgs += [{"role": "user", "content": f"q{i}"},
-                 {"role": "assistant", "content": {"blocks": [
-                     {"type": "tool_calls", "calls": [{"name": "f", "arguments": '{"a": 1}'}]},
-                     {"type": "tool_outputs", "outputs": [{"output": "x"}]},
-                     {"type": "response", "text": "ok"}]}}]
-    text = render(msgs, dialect="apertus-1.5", date=DATE)
+    text = render(tool_turns(3000), dialect="apertus-1.5", date=DATE)
     assert len(text) > 1 << 16
     assert gc.isenabled()
     runs = []

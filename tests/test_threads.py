@@ -19,6 +19,7 @@ import pytest
 
 import apertus_fast as af
 from apertus_fast import _render
+from tests.strategies import tool_turns
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 DATE = "2026-01-01"
@@ -38,14 +39,7 @@ def _cases():
 
 
 def _long_text():
-    messages = []
-    for i in range(1500):
-        messages += [{"role": "user", "content": f"q{i}"},
-                     {"role": "assistant", "content": {"blocks": [
-                         {"type": "tool_calls", "calls": [{"name": "f", "arguments": '{"a": 1}'}]},
-                         {"type": "tool_outputs", "outputs": [{"output": "x"}]},
-                         {"type": "response", "text": "ok"}]}}]
-    text = af.render(messages, dialect="apertus-1.5", date=DATE)
+    text = af.render(tool_turns(1500), dialect="apertus-1.5", date=DATE)
     assert len(text) >= 1 << 16   # the parse that may switch the collector off
     return text
 
