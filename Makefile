@@ -12,6 +12,9 @@ BIN     = $(VENV)/bin
 # compiled and the pure install, reinstalls.
 STAMP   = $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,os,pathlib;s=pathlib.Path('src/apertus_fast');print(hashlib.sha1(os.environ.get('APERTUS_FAST_PURE','').strip().encode()+b''.join(p.read_bytes() for p in [pathlib.Path('pyproject.toml'),pathlib.Path('setup.py'),s/'_render.py',s/'_parse.py',s/'_stream.py',s/'_mask.py',*sorted(s.glob('*.pyx')),*sorted(s.glob('*.pxd'))])).hexdigest()[:12])")
 OUT    ?= out
+# Whether a pure-Python install is asked for: APERTUS_FAST_PURE set to anything but 0 (as
+# setup.py reads it)
+PURE    = $(filter-out 0,$(strip $(APERTUS_FAST_PURE)))
 PYTEST_ARGS ?=
 
 .PHONY: install demo test bench clean
@@ -20,12 +23,12 @@ $(STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# a pure install must not load extensions an earlier compiled install left in src/
-	case "$${APERTUS_FAST_PURE:-0}" in 0|"") ;; *) rm -f src/apertus_fast/*.so src/apertus_fast/*.pyd ;; esac
+	$(if $(PURE),rm -f src/apertus_fast/*.so src/apertus_fast/*.pyd)
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	rm -f $(VENV)/.installed-*
 	@# a compile that failed (no C compiler) falls back to the pure-Python twins: say so,
 	@# and leave the stamp unwritten so that the next make tries to compile again
-	@if [ -n "$${APERTUS_FAST_PURE#0}" ] || $(BIN)/python -c "import sys, apertus_fast as a; sys.exit(a.BACKEND != 'cython')"; then \
+	@if [ -n "$(PURE)" ] || $(BIN)/python -c "import sys, apertus_fast as a; sys.exit(a.BACKEND != 'cython')"; then \
 	    touch $(STAMP); \
 	else \
 	    echo "apertus-fast: warning: the Cython core did not compile (is a C compiler installed?), so the pure-Python twins run: same results, much slower. Install a compiler and run make again, or set APERTUS_FAST_PURE=1 to ask for them." >&2; \
