@@ -708,6 +708,22 @@ def test_a_patched_datetime_date_is_rendered_as_given(today, formatter_class):
             ApertusFormatter(date=today)
 
 
+def test_prepared_messages_leave_out_empty_fields_as_the_reference_does():
+    """A block's empty text, calls or outputs is left out of the template's dict (the
+    template reads it as undefined), as the reference formatter leaves it out: the
+    rendered text does not show it, but a subclass reading the prepared messages does."""
+    blocks = [AssistantBlock(type=BlockType.THOUGHTS, text=""),
+              AssistantBlock(type=BlockType.TOOL_CALLS, calls=[]),
+              AssistantBlock(type=BlockType.TOOL_OUTPUTS, outputs=[]),
+              AssistantBlock(type=BlockType.RESPONSE, text=""),
+              AssistantBlock(type=BlockType.RESPONSE, text="ok")]
+    messages = [Message.user("u"), Message.assistant_with_blocks(blocks)]
+    prepared = list(ApertusFormatter()._prepare_messages_for_template(messages))
+    assert prepared == _ref_template_messages(messages)
+    assert prepared[1]["content"]["blocks"][:4] == [
+        {"type": "thoughts"}, {"type": "tool_calls"}, {"type": "tool_outputs"}, {"type": "response"}]
+
+
 def test_a_subclass_prepares_the_messages_it_renders():
     """format_conversation and format_assistant_content render what
     self._prepare_messages_for_template returns, as the reference's do: a subclass that

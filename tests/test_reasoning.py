@@ -114,6 +114,34 @@ def test_without_reasoning_null_content_becomes_the_empty_string():
             assert '[{"get_weather": {"city": "Bern"}}]' in render(out, dialect=dialect, date=DATE)
 
 
+def test_only_assistant_null_content_becomes_the_empty_string():
+    # (a user or tool message's null content is the caller's to fix or to have
+    # rejected by render: it is left as it is)
+    messages = [{"role": "user", "content": None}, {"role": "assistant", "content": None},
+                {"role": "tool", "content": None}]
+    assert reasoning_to_blocks(messages) == [messages[0], {"role": "assistant", "content": ""},
+                                             messages[2]]
+
+
+def test_an_empty_reasoning_field_is_no_reasoning():
+    # servers send "reasoning_content": "" for a turn without thinking: no thoughts
+    # block, and no disagreement with another field that has the reasoning
+    message = {"role": "assistant", "content": "Hi.", "reasoning_content": ""}
+    assert reasoning_to_blocks([message]) == [message]
+    (out,) = reasoning_to_blocks([{**message, "reasoning": "Greet."}])
+    assert out["content"]["blocks"] == [{"type": "thoughts", "text": "Greet."},
+                                        {"type": "response", "text": "Hi."}]
+
+
+def test_a_call_with_a_name_of_its_own_is_read_as_it_is():
+    # only a call without "name" is read from its OpenAI "function" object
+    call = {"name": "a", "arguments": "1", "function": {"name": "b", "arguments": "2"}}
+    (out,) = reasoning_to_blocks([{"role": "assistant", "content": "", "reasoning": "R.",
+                                   "tool_calls": [call]}])
+    assert out["content"]["blocks"][-1] == {"type": "tool_calls",
+                                           "calls": [{"name": "a", "arguments": "1"}]}
+
+
 @pytest.mark.parametrize("message, blocks", [
     ({"role": "assistant", "content": "4.", "reasoning_content": "2+2."},
      [{"type": "thoughts", "text": "2+2."}, {"type": "response", "text": "4."}]),

@@ -100,6 +100,9 @@ CASES = [
     Case("user-content-null", [u(None)], 0),
     Case("user-content-int", [SYS, u(5)], 1),
     Case("user-content-mapping-without-parts", [u({"text": "t"})], 0),
+    # (an empty mapping: apertus-1.5's list-content branch must not take it for an
+    # empty list of parts and render an empty turn)
+    Case("user-content-empty-mapping", [u({})], 0),
     Case("user-content-list", [u(), a(), u([{"type": "text", "text": "t"}])], 2, dialects=(REF, V1)),
     Case("user-content-true", [u(True)], 0),
     # --- iterating parts (L204: for part in parts) -------------------------------------------
@@ -196,6 +199,10 @@ CASES = [
     Case("tool-second-bad", [u()], None, tools=tool() + [{"name": "g"}]),
     Case("tool-openai-without-description", [u()], None,
          tools=[{"type": "function", "function": {"name": "f"}}]),
+    # a tool with a name of its own beside a "function": not unwrapped (apertus-1.5,
+    # which reads tool.function when it is defined, accepts it)
+    Case("tool-named-beside-function", [u()], None,
+         tools=[{"name": "x", "function": {"name": "f", "description": "d"}}], dialects=(REF, V1)),
     Case("tool-properties-list", [u()], None,
          tools=[{"name": "f", "description": "d", "parameters": {"properties": [{"type": "string"}]}}]),
     Case("tool-properties-string", [u()], None,
@@ -318,6 +325,13 @@ DIALECT_MESSAGES = [
     ("user-content-mapping-without-parts", V1, 'message 0: Invalid user message: user (content: a mapping '
                                                'without "parts", keys [\'text\']; expected a string or '
                                                '{"parts": [...]})'),
+    ("user-content-mapping-without-parts", V15, 'message 0: Invalid user message: user (content: a mapping '
+                                                'without "parts", keys [\'text\']; expected a string, '
+                                                '{"parts": [...]} or a list of parts)'),
+    ("user-content-empty-mapping", V15, 'message 0: Invalid user message: user (content: a mapping '
+                                        'without "parts", keys []; expected a string, {"parts": [...]} '
+                                        'or a list of parts)'),
+    ("tool-named-beside-function", V1, 'tools[0] (\'x\'): "description": expected a string, it is missing'),
     ("user-content-list", REF, "message 2: Invalid user message: user (content: got list [{'type': 'text', "
                                "'text': 't'}]; expected a string or {\"parts\": [...]})"),
     ("legacy-call-arguments-null", V15, 'message 1: Invalid tool call ("arguments" is empty (None))'),
@@ -758,6 +772,20 @@ def test_an_error_the_callers_object_raises_is_the_render_errors_cause():
         with pytest.raises(RenderError) as info:
             render(own)
         assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_a_render_error_without_a_message_index_gets_the_messages():
+    """A RenderError that names no message (the caller's ``__str__`` raised one, or a
+    nested render of tool specs did) is made again with the index of the message being
+    rendered; one that names a message keeps it."""
+    class Raises(str):
+        def __str__(self):
+            raise RenderError("boom")
+
+    for dialect in ALL:
+        with pytest.raises(RenderError) as info:
+            render([u(), a(Raises("x"))], dialect=dialect, date=DATE)
+        assert (info.value.message_index, str(info.value)) == (1, "message 1: boom"), dialect
 
 
 def test_a_render_inside_a_render_leaves_the_outer_ones_rules_alone():

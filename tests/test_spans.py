@@ -650,3 +650,20 @@ def test_pairs_that_can_be_read_once_are_read_once(impl):
 
     with pytest.raises(RuntimeError, match="no"):   # (the caller's own error, as unpacking gives it)
         _MASKS[impl]([], [Refuses(), (0, huge)])
+
+
+def test_spans_that_would_touch_are_merged_in_a_dialect_with_bare_outputs():
+    """A custom dialect without tool-output tokens cuts an empty output out of the turn
+    as nothing: the model's text on both sides of it is one span, never two that touch
+    (which ``_check_spans`` rejects)."""
+    import dataclasses
+
+    bare = dataclasses.replace(get_dialect("apertus-1.5"), name="bare-outputs",
+                               tool_output_open="", tool_output_close="")
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}]},
+        {"type": "tool_outputs", "outputs": [{"output": ""}]},
+        {"type": "response", "text": "ok"}]}}]
+    r = _same_as_render(bare, dict(messages=messages, date="2026-01-01"))
+    assert len(r.spans) == 1
+    assert r.segments() == ['<|tools_prefix|>[{"f": {}}]<|tools_suffix|>ok<|assistant_end|>']

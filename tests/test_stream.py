@@ -271,6 +271,41 @@ def feed_chars(text, dialect="apertus-1.5", **kw):
     return out, p
 
 
+def test_brackets_after_the_calls_are_text_where_outputs_have_tokens():
+    # apertus-1.5 wraps tool outputs in tokens: "[1]" after the calls is the response,
+    # not an output group as in the dialects that write outputs as "[a, b]"
+    text = '<|tools_prefix|>[{"f": {}}]<|tools_suffix|>[1] after'
+    r = parse_completion(text, dialect="apertus-1.5")
+    assert (r.content, r.tool_outputs) == ("[1] after", [])
+    deltas, _ = stream(list(text), "apertus-1.5")
+    assert spelled(deltas) == ("", "[1] after", [["f", "{}"]], [])
+    r = parse_completion(text, dialect="apertus-1")
+    assert (r.content, r.tool_outputs) == (" after", ["1"])
+
+
+def test_a_prompt_that_ends_inside_an_output_group_streams_the_rest_of_it():
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}, {"name": "g", "arguments": "{}"}]},
+        {"type": "tool_outputs", "outputs": [{"output": '"a"'}, {"output": '"b"'}]},
+        {"type": "response", "text": "ok"}]}}]
+    text = render(messages, dialect="apertus-1.5", date="2026-01-01")
+    cut = text.index('"a", ') + len('"a", ')
+    for k in range(cut, len(text) + 1):
+        deltas, _ = stream(chunked(text[cut:], [k - cut]), "apertus-1.5", prompt=text[:cut])
+        assert spelled(deltas) == ("", "ok", [], ['"b"']), k
+
+
+def test_a_number_in_call_arguments_streams_once_it_is_whole():
+    # "1e+" may go on, so it is held back; "1e+5" is complete at the next character.
+    # Each delta arrives with the character that completes it, none waits for close().
+    text = '<|tools_prefix|>[{"f": 1e+5}, {"g": 2}]<|tools_suffix|>'
+    p = StreamParser("apertus-1", call_id=lambda i: f"call_{i}")
+    seen = [(i, d.index, d.name, d.text) for i, ch in enumerate(text) for d in p.feed(ch)]
+    assert seen == [(22, 0, "f", ""), (23, 0, None, "1"), (26, 0, None, "e+5"),
+                    (35, 1, "g", ""), (36, 1, None, "2")]
+    assert p.close() == []
+
+
 def test_reasoning_then_response_streams_as_it_arrives():
     text = "<|inner_prefix|>Add two and two.<|inner_suffix|>It is 4.<|assistant_end|>"
     per_char, p = feed_chars(text)
