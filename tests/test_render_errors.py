@@ -779,13 +779,20 @@ def test_a_render_error_without_a_message_index_gets_the_messages():
     nested render of tool specs did) is made again with the index of the message being
     rendered; one that names a message keeps it."""
     class Raises(str):
-        def __str__(self):
-            raise RenderError("boom")
+        index = None
 
+        def __str__(self):
+            raise RenderError("boom", self.index)
+
+    named = Raises("x")
+    named.index = 7
     for dialect in ALL:
         with pytest.raises(RenderError) as info:
             render([u(), a(Raises("x"))], dialect=dialect, date=DATE)
         assert (info.value.message_index, str(info.value)) == (1, "message 1: boom"), dialect
+        with pytest.raises(RenderError) as info:
+            render([u(), a(named)], dialect=dialect, date=DATE)
+        assert (info.value.message_index, str(info.value)) == (7, "message 7: boom"), dialect
 
 
 def test_a_render_inside_a_render_leaves_the_outer_ones_rules_alone():

@@ -295,9 +295,9 @@ def test_a_prompt_that_ends_inside_an_output_group_streams_the_rest_of_it():
         assert spelled(deltas) == ("", "ok", [], ['"b"']), k
 
 
-def test_a_number_in_call_arguments_streams_once_it_is_whole():
-    # "1e+" may go on, so it is held back; "1e+5" is complete at the next character.
-    # Each delta arrives with the character that completes it, none waits for close().
+def test_a_number_in_call_arguments_streams_as_far_as_it_is_a_number():
+    # "1e" and "1e+" are no number yet, so "e+" is held back until the "5" makes one.
+    # Every other character is sent as it arrives, and nothing waits for close().
     text = '<|tools_prefix|>[{"f": 1e+5}, {"g": 2}]<|tools_suffix|>'
     p = StreamParser("apertus-1", call_id=lambda i: f"call_{i}")
     seen = [(i, d.index, d.name, d.text) for i, ch in enumerate(text) for d in p.feed(ch)]
