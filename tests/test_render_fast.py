@@ -317,6 +317,185 @@ def _fresh_cache():
     _render_fast.clear_tool_cache()
 
 
+# --------------------------------------------------------------------------- tool writer
+
+def _general_tool(tool, dialect):
+    d = _render.get_dialect(dialect)
+    return _render._render_tool(tool, d.trim_blocks, d.tojson == "jinja", d.openai_shapes)
+
+
+def writer_agrees(tool, dialect):
+    """The hot path's tool writer (a cache miss) declines, or writes what
+    ``_render_tool`` renders, and declines whenever that raises; returns whether it
+    wrote."""
+    before = repr(tool)
+    got = _render_fast.written_tool(tool, dialect)
+    assert repr(tool) == before, "the writer modified its input"
+    try:
+        expected = _general_tool(tool, dialect)
+    except Exception as exc:  # noqa: BLE001 - any failure of the general path
+        assert got is None, f"_render_tool raises {exc!r} but the writer writes {got!r}"
+        return False
+    if got is not None:
+        assert got == expected
+    return got is not None
+
+
+def _schema_tool(schema, required=None, **fields):
+    params = {"type": "object", "properties": {"p": schema, "q": {"type": "string"}}}
+    if required is not None:
+        params["required"] = required
+    return {"name": "f", "description": "d", "parameters": params, **fields}
+
+
+#: Tools on each rule of the template that the writer reproduces, and on the shapes it
+#: leaves to _render_tool: name -> (tool, whether it is written).
+_WRITER_CASES = {
+    "no-parameters": ({"name": "f", "description": "d"}, True),
+    "parameters-null": ({"name": "f", "description": "d", "parameters": None}, True),
+    "parameters-empty": ({"name": "f", "description": "d", "parameters": {}}, True),
+    "properties-empty": ({"name": "f", "description": "d", "parameters": {"properties": {}}}, True),
+    "parameters-list": ({"name": "f", "description": "d", "parameters": [1]}, False),
+    "parameters-string": ({"name": "f", "description": "d", "parameters": "x"}, False),
+    "properties-list": ({"name": "f", "description": "d", "parameters": {"properties": ["p"]}}, False),
+    "description-missing": ({"name": "f"}, False),
+    "description-number": ({"name": "f", "description": 5}, False),
+    "description-empty": ({"name": "f", "description": ""}, True),
+    "name-missing": ({"description": "d"}, False),
+    "name-number": ({"name": 1, "description": "d"}, False),
+    "openai": ({"type": "function", "function": {"name": "f", "description": "d"}}, True),
+    "function-only": ({"function": {"name": "f", "description": "d"}}, True),
+    "function-falsy": ({"name": "f", "description": "d", "function": {}}, True),
+    "function-string": ({"function": "f"}, False),
+    "function-and-flat": ({"name": "o", "description": "o",
+                           "function": {"name": "i", "description": "i"}}, True),
+    "param-description": (_schema_tool({"type": "string", "description": "said"}), True),
+    "param-description-empty": (_schema_tool({"type": "string", "description": ""}), True),
+    "param-description-number": (_schema_tool({"type": "string", "description": 3}), False),
+    "param-description-zero": (_schema_tool({"type": "string", "description": 0}), True),
+    "param-not-a-dict": (_schema_tool("string"), False),
+    "required-subset": (_schema_tool({}, ["q"]), True),
+    "required-all": (_schema_tool({}, ["p", "q"]), True),
+    "required-mixed-types": (_schema_tool({}, [1, None, ["p"], "q"]), True),
+    "required-null": (_schema_tool({}, None), True),
+    "required-empty": (_schema_tool({}, []), True),
+    "required-string": (_schema_tool({}, "px"), True),
+    "required-dict": (_schema_tool({}, {"q": 1}), True),
+    "required-number": (_schema_tool({}, 1), False),
+    "required-zero": (_schema_tool({}, 0), True),
+    "required-long": (_schema_tool({}, [f"r{i}" for i in range(40)] + ["p"]), False),
+    "types": (_schema_tool({"type": ["string", "null"]}), True),
+    "types-one": (_schema_tool({"type": ["integer"]}), True),
+    "types-mixed": (_schema_tool({"type": ["string", 1, None, 1.5, True, ["x"], {"k": "v"}]}), True),
+    "types-empty": (_schema_tool({"type": []}), True),
+    "type-dict": (_schema_tool({"type": {"a": 1}}), True),
+    "type-number": (_schema_tool({"type": 1}), True),
+    "type-other": (_schema_tool({"type": "String"}), True),
+    "type-null": (_schema_tool({"type": None}), True),
+    "integer": (_schema_tool({"type": "integer"}), True),
+    "boolean": (_schema_tool({"type": "boolean"}), True),
+    "enum": (_schema_tool({"type": "string", "enum": ["a", "b"]}), True),
+    "enum-mixed": (_schema_tool({"type": "string", "enum": ["a", 1, None, True, 2.5]}), True),
+    "enum-empty": (_schema_tool({"type": "string", "enum": [], "nullable": True}), True),
+    "enum-string": (_schema_tool({"type": "string", "enum": "ab"}), False),
+    "enum-on-a-number": (_schema_tool({"type": "integer", "enum": [1, 2]}), True),
+    "nullable": (_schema_tool({"type": "string", "nullable": True}), True),
+    "nullable-one": (_schema_tool({"type": "string", "nullable": 1}), True),
+    "nullable-false": (_schema_tool({"type": "string", "nullable": False}), True),
+    "array": (_schema_tool({"type": "array", "items": {"type": "string"}}), True),
+    "array-numbers": (_schema_tool({"type": "array", "items": {"type": "integer"}, "nullable": True}), True),
+    "array-booleans": (_schema_tool({"type": "array", "items": {"type": "boolean"}}), True),
+    "array-no-items": (_schema_tool({"type": "array"}), True),
+    "array-items-null": (_schema_tool({"type": "array", "items": None}), True),
+    "array-items-empty": (_schema_tool({"type": "array", "items": {}}), True),
+    "array-items-list": (_schema_tool({"type": "array", "items": [{"type": "string"}]}), False),
+    "array-items-string": (_schema_tool({"type": "array", "items": "string"}), False),
+    "array-nested": (_schema_tool({"type": "array", "items": {"type": "array", "items": {"type": "number"}}}), True),
+    "array-object-object": (_schema_tool({"type": "array", "items": {"type": ["object", "object"]}}), True),
+    "array-of-a-long-type": (_schema_tool({"type": "array", "items": {"type": "object", "properties": {
+        "a_long_property_name": {"type": "string"}, "another_long_one": {"type": "number"}}}}), True),
+    "array-of-a-short-object": (_schema_tool({"type": "array", "items": {"type": "object", "properties": {
+        "a": {"type": "string"}}}}), True),
+    "object": (_schema_tool({"type": "object", "properties": {"a": {"type": "string"}, "b": {}},
+                             "required": ["b"]}), True),
+    "object-empty": (_schema_tool({"type": "object"}), True),
+    "object-required-string": (_schema_tool({"type": "object", "properties": {"ab": {}}, "required": "abc"}), True),
+    "object-required-number": (_schema_tool({"type": "object", "properties": {"ab": {}}, "required": 2}), False),
+    "object-properties-list": (_schema_tool({"type": "object", "properties": [1]}), False),
+    "one-of": (_schema_tool({"oneOf": [{"type": "string", "description": "s", "default": "x"},
+                                       {"type": "number", "default": 1.5}, {"type": "object"}]}), True),
+    "one-of-description-number": (_schema_tool({"oneOf": [{"type": "string", "description": 1}]}), False),
+    "one-of-a-string": (_schema_tool({"oneOf": "ab"}), False),
+    "one-of-a-dict": (_schema_tool({"oneOf": {"a": {}}}), False),
+    "one-of-variant-not-a-dict": (_schema_tool({"oneOf": ["string"]}), False),
+    "one-of-beside-a-type": (_schema_tool({"type": "string", "oneOf": [{"type": "number"}]}), True),
+    "one-of-with-array-type": (_schema_tool({"type": "array", "oneOf": [{"type": "number"}]}), True),
+    "default": (_schema_tool({"type": "number", "default": 30.0}), True),
+    "default-null": (_schema_tool({"type": "string", "default": None}), True),
+    "default-object": (_schema_tool({"type": "object", "default": {"b": [1, "<&>'"], "a": False}}), True),
+    "default-nan": (_schema_tool({"type": "number", "default": float("nan")}), True),
+    "default-of-an-enum": (_schema_tool({"type": "string", "enum": ["a"], "default": "a"}), True),
+    "default-of-an-enum-number": (_schema_tool({"type": "string", "enum": ["a"], "default": 1}), False),
+    "default-of-a-one-of": (_schema_tool({"oneOf": [{"type": "string"}], "default": "x"}), True),
+    "default-of-a-one-of-number": (_schema_tool({"oneOf": [{"type": "string"}], "default": 2}), False),
+    "unicode": ({"name": "名前_🐍", "description": "Ünïcödé <&>", "parameters": {
+        "properties": {"naïve": {"type": "string", "description": "ä🐍"}, "": {}}}}, True),
+}
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("name", sorted(_WRITER_CASES))
+def test_the_tool_writer_writes_what_the_general_path_renders(name, dialect):
+    tool, written = _WRITER_CASES[name]
+    assert writer_agrees(tool, dialect) == written
+    # nested one level down, where the rule is that of a nested schema
+    if "parameters" in tool and isinstance(tool["parameters"], dict) and \
+            isinstance(tool["parameters"].get("properties"), dict) and "p" in tool["parameters"]["properties"]:
+        p = tool["parameters"]["properties"]["p"]
+        for outer in ({"type": "object", "properties": {"x": p}}, {"type": "array", "items": p},
+                      {"oneOf": [p, {"type": "string"}]}):
+            writer_agrees(_schema_tool(outer), dialect)
+
+
+def test_the_tool_writer_declines_what_cannot_be_taped():
+    """Only tools of exact JSON types are written (others may run the caller's code)."""
+    tool = {"name": "f", "description": "d", "parameters": {"properties": {"p": {"enum": ("a",)}}}}
+    assert _render_fast.written_tool(tool, "apertus-1") is None
+    assert _render_fast.written_tool(["not", "a", "dict"], "apertus-1") is None
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=EXAMPLES, **_settings)
+@given(data=st.data())
+def test_the_tool_writer_on_generated_tools(dialect, data):
+    for tool in data.draw(S.tool_list_nonempty(dialect), label="tools") or ():
+        writer_agrees(tool, dialect)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=EXAMPLES, **_settings)
+@given(data=st.data())
+def test_the_tool_writer_on_wild_tools(dialect, data):
+    tools = data.draw(S.tool_list_nonempty(dialect, wild=True), label="tools")
+    if isinstance(tools, list):
+        for tool in tools:
+            writer_agrees(tool, dialect)
+
+
+def test_the_tool_writer_writes_the_sample_tools():
+    """Misses run the writer: it must not decline the usual tool (those of the shipped
+    samples)."""
+    tools = []
+    for path in sorted(SAMPLES.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            if isinstance(item, dict) and item.get("tools"):
+                tools.extend(item["tools"])
+    assert len(tools) >= 10
+    for dialect in S.DIALECTS:
+        assert all(writer_agrees(t, dialect) for t in tools), dialect
+
+
 def test_the_tool_caches_hold_a_bounded_number_of_bytes():
     """Both caches were bounded by count only (4096 names, x4 tools each on the hot
     path): a server rendering the big tools its clients send kept gigabytes (audit).
@@ -437,31 +616,61 @@ def test_a_tool_edited_while_its_cache_entry_is_made_is_never_written_past_its_t
     assert run_python(code, timeout=300).stdout.strip() == "ok"
 
 
-def test_a_cache_cleared_while_a_tool_renders_keeps_its_counts():
-    """A miss renders its tool in Python code, during which another thread may clear
-    the cache or evict entries; the chain found before was then filed again, with
-    entries the counts no longer included (``tool_cache_size()`` said ``(0, 0)`` with
-    four entries alive, and the byte count went negative under threads)."""
-    def tool(description):
-        return _tool(description=description, name="get_weather")
+@contextlib.contextmanager
+def _meanwhile(action):
+    """Run ``action`` once, the first time a cache miss runs code: in ``tojson``, which
+    the hot path's writer calls for a tool's defaults, or in ``_render_tool``, which
+    renders the tools the writer declines. What another thread may do meanwhile."""
+    real_tool, real_tojson = _render._render_tool, _render.tojson
+    done = []
 
+    def once():
+        if not done:
+            done.append(True)
+            action()
+
+    def render_tool(*args):
+        once()
+        return real_tool(*args)
+
+    def tojson(*args):
+        once()
+        return real_tojson(*args)
+
+    _render_fast.configure(render_tool, _render.render_date, _render.DIALECTS,
+                           _render._render_general, tojson)
+    try:
+        yield done
+    finally:
+        _render_fast.configure(real_tool, _render.render_date, _render.DIALECTS,
+                               _render._render_general, real_tojson)
+
+
+def _declined(description, name):
+    """A tool the writer leaves to ``_render_tool`` (a parameter's schema that is not
+    a dict: the template renders it ``any``)."""
+    return {"name": name, "description": description,
+            "parameters": {"type": "object", "properties": {"a": "number"}}}
+
+
+@pytest.mark.parametrize("written", [True, False], ids=["written", "declined"])
+def test_a_cache_cleared_while_a_tool_renders_keeps_its_counts(written):
+    """A miss may run code (``tojson`` of a default, or ``_render_tool``), during which
+    another thread may clear the cache or evict entries; the chain found before was
+    then filed again, with entries the counts no longer included (``tool_cache_size()``
+    said ``(0, 0)`` with four entries alive, and the byte count went negative under
+    threads)."""
+    def tool(description):
+        if written:
+            return _tool(description=description, name="get_weather")
+        return _declined(description, "get_weather")
+
+    assert (_render_fast.written_tool(tool("v"), "apertus-1.5") is not None) == written
     for k in range(4):                       # a full bucket of one name
         fast("apertus-1.5", CONV, tools=[tool(f"v{k}")])
     assert _render_fast.tool_cache_size()[0] == 1
-    real = _render._render_tool
-    cleared = []
-
-    def render_tool(*args):
-        if not cleared:
-            cleared.append(True)
-            _render_fast.clear_tool_cache()   # what another thread may do meanwhile
-        return real(*args)
-
-    _render_fast.configure(render_tool, _render.render_date, _render.DIALECTS, _render._render_general)
-    try:
+    with _meanwhile(_render_fast.clear_tool_cache) as cleared:
         assert agree("apertus-1.5", CONV, tools=[tool("v4")])
-    finally:
-        _render_fast.configure(real, _render.render_date, _render.DIALECTS, _render._render_general)
     assert cleared
     names, held = _render_fast.tool_cache_size()
     assert names == 1 and held > 0, (names, held)
@@ -904,28 +1113,42 @@ def test_a_tool_edited_while_it_renders_is_not_cached_under_its_old_key():
 
 
 _EDITED_ON_THE_HOT_PATH = """
+import sys
 from apertus_fast import _render, _render_fast, render
 from apertus_fast._dialects import DIALECTS
-render_tool = _render._render_tool
+render_tool, tojson = _render._render_tool, _render.tojson
 user = [{"role": "user", "content": "q"}]
+if sys.argv[1] == "written":   # the writer calls tojson for the default
+    tool = {"name": "edited_tool", "description": "OLD", "parameters": {
+        "type": "object", "properties": {"a": {"type": "number", "default": 1}}}}
+else:                          # the writer declines: _render_tool renders it
+    tool = {"name": "edited_tool", "description": "OLD", "parameters": {
+        "type": "object", "properties": {"a": "number"}}}
 
-def edited(tool, *args):   # another thread edits the tool once this one has rendered it
-    text = render_tool(tool, *args)
-    tool["description"] = "NEW"
+def edited_tool(t, *args):   # another thread edits the tool once this one has rendered it
+    text = render_tool(t, *args)
+    t["description"] = "NEW"
     return text
 
-_render_fast.configure(edited, _render.render_date, DIALECTS, _render._render_general)
-render(user, dialect="apertus-1.5", tools=[{"name": "edited_tool", "description": "OLD"}])
-_render_fast.configure(render_tool, _render.render_date, DIALECTS, _render._render_general)
-text = render(user, dialect="apertus-1.5", tools=[{"name": "edited_tool", "description": "NEW"}])
+def edited_json(x, *args):   # ... or while the writer writes it
+    tool["description"] = "NEW"
+    return tojson(x, *args)
+
+_render_fast.configure(edited_tool, _render.render_date, DIALECTS, _render._render_general, edited_json)
+old = render(user, dialect="apertus-1.5", tools=[tool])
+_render_fast.configure(render_tool, _render.render_date, DIALECTS, _render._render_general, tojson)
+assert tool["description"] == "NEW" and "// OLD" in old
+text = render(user, dialect="apertus-1.5", tools=[tool])
 print(text.split("Tool Capabilities:")[1].split()[:2])
 """
 
 
-def test_a_tool_edited_while_it_renders_is_not_cached_on_the_hot_path_either():
+@pytest.mark.parametrize("how", ["written", "declined"])
+def test_a_tool_edited_while_it_renders_is_not_cached_on_the_hot_path_either(how):
     """The hot path's tool cache, too, files a text under the tape of the tool taken
     before it rendered, and only if the tool still matches it after."""
-    assert run_python(_EDITED_ON_THE_HOT_PATH).stdout.split() == ["['//',", "'NEW']"]
+    code = _EDITED_ON_THE_HOT_PATH.replace("sys.argv[1]", repr(how))
+    assert run_python(code).stdout.split() == ["['//',", "'NEW']"]
 
 
 def test_the_collector_is_left_as_the_caller_had_it():

@@ -1317,7 +1317,7 @@ try:
 except ImportError:
     _FAST = _MATCHES = _FAST_MARKS = None
 else:
-    _render_fast.configure(_render_tool, render_date, DIALECTS, _render_general)
+    _render_fast.configure(_render_tool, render_date, DIALECTS, _render_general, tojson)
     _FAST = _render_fast.fast
     _MATCHES = _render_fast.matches
     _FAST_MARKS = _render_fast.fast_with_marks

@@ -22,7 +22,10 @@ Tool signatures are cached per tool: the key is the tool's name, and a hit is co
 by a type-exact deep comparison with a "tape" of the tool it was rendered from (its
 values in pre-order in one block, strings inline), so a cached text is only reused for a
 tool that renders identically: same types (1, 1.0 and True differ), same key order,
-floats bit for bit.
+floats bit for bit. A miss writes the signature here too (``ts_tool``: the template's
+TypeScript rules on exact JSON types, faster than ``_render_tool``, which renders
+what it declines), so that corpora whose tools are all different (tool-calling datasets)
+stay fast.
 
 Dict entries are read directly from the entry array where a self-check at import
 confirms the CPython layout (3.11-3.13), else with PyDict_Next (``dict_reading()``).
@@ -279,6 +282,46 @@ cdef extern from *:
         }
         }
         return NULL;
+    }
+    /* Bytes of the tape of x, or -1 if it cannot be taped: exact JSON types only
+       (dict keys exact str), containers at most 64 deep, no str or container longer
+       than a header holds. Reads the objects only: no Python code runs. */
+    static Py_ssize_t af_tape_size(PyObject *x, int depth) {
+        Py_ssize_t total, m, i, n;
+        if (AF_STR_OK(x)) {
+            if (PyUnicode_GET_LENGTH(x) > 0x7fffffff) return -1;
+            return 8 + (Py_ssize_t)AF_PAD8((size_t)PyUnicode_GET_LENGTH(x) * (size_t)PyUnicode_KIND(x));
+        }
+        if (PyLong_CheckExact(x) || PyFloat_CheckExact(x) || x == Py_None || x == Py_True
+                || x == Py_False)
+            return 16;
+        if (depth > 64) return -1;
+        if (PyDict_CheckExact(x)) {
+            af_iter it;
+            PyObject *k, *v;
+            if (PyDict_GET_SIZE(x) > 0x7fffffff || !af_str_keys(x)) return -1;
+            total = 8;
+            af_iter_init(&it, x);
+            while (af_iter_next(&it, &k, &v)) {
+                if (!AF_STR_OK(k) || PyUnicode_GET_LENGTH(k) > 0x7fffffff) return -1;
+                m = af_tape_size(v, depth + 1);
+                if (m < 0) return -1;
+                total += 8 + (Py_ssize_t)AF_PAD8((size_t)PyUnicode_GET_LENGTH(k) * (size_t)PyUnicode_KIND(k)) + m;
+            }
+            return total;
+        }
+        if (PyList_CheckExact(x)) {
+            n = PyList_GET_SIZE(x);
+            if (n > 0x7fffffff) return -1;
+            total = 8;
+            for (i = 0; i < n; i++) {
+                m = af_tape_size(PyList_GET_ITEM(x, i), depth + 1);
+                if (m < 0) return -1;
+                total += m;
+            }
+            return total;
+        }
+        return -1;
     }
     static CYTHON_INLINE double af_float_value(PyObject *a) { return PyFloat_AS_DOUBLE(a); }
     static CYTHON_INLINE Py_UCS4 af_maxchar(PyObject *s) { return PyUnicode_MAX_CHAR_VALUE(s); }
@@ -557,6 +600,7 @@ cdef extern from *:
     bint af_eq(PyObject* s, const char* lit, Py_ssize_t n)
     bint af_str_same(PyObject* a, PyObject* b)
     PyObject* af_get(PyObject* d, PyObject* key)
+    Py_ssize_t af_tape_size(PyObject* x, int depth)
     double af_float_value(PyObject* a)
     Py_UCS4 af_maxchar(PyObject* s)
     int af_kind(PyObject* s)
@@ -572,6 +616,8 @@ cdef extern from "Python.h":
     # borrowed reference, NULL when missing; on an exact dict with a str key it cannot
     # fail (PyDict_GetItem would also save and restore the error state on every call)
     PyObject* PyDict_GetItemWithError(PyObject* d, PyObject* key)
+    int PyObject_IsTrue(object o) except -1
+    bint PyDict_CheckExact(PyObject* o)
     long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
     bint PyDict_Next(PyObject* d, Py_ssize_t* pos, PyObject** key, PyObject** value)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -744,12 +790,16 @@ def _set_dict_reading(direct):
     return dict_reading()
 
 
-def configure(render_tool, render_date, dialects, general):
+def configure(render_tool, render_date, dialects, general, tojson=None):
     """Install the general renderer's helpers, the dialect tables and the general path
     (``_render._render_general``, which ``render`` hands the unusual conversation to);
-    called once by ``_render`` when it imports this module."""
-    global _render_tool, _render_date, _general, _last_dialect_name, _last_dialect
+    called once by ``_render`` when it imports this module. ``tojson``, when given,
+    replaces the ``tojson`` filter that tool defaults are written with (without one, a
+    tool with a default is rendered by ``render_tool``)."""
+    global _render_tool, _render_date, _general, _last_dialect_name, _last_dialect, _tojson
     _render_tool = render_tool
+    if tojson is not None:
+        _tojson = tojson
     _render_date = render_date
     _general = general
     _dialects.clear()
@@ -1400,48 +1450,13 @@ cdef enum:
 
 # A tool is cached with its tape (``af_match`` above): its values in pre-order, a dict
 # record followed by key, value, key, value..., a list record by its items. Only exact
-# builtin JSON types are taped; any other tool is not cached.
-cdef enum:
-    TAPE_MAX_N = 0x7fffffff     # str length / container size a header can hold
+# builtin JSON types are taped; any other tool is not cached. (A header holds a str's
+# length or a container's size in 32 bits: longer ones are not taped.)
 
 
-cdef Py_ssize_t tape_size(object x, int depth) except -2:
-    """Bytes of the tape of ``x``, or -1 if it cannot be taped."""
-    cdef PyObject* p = <PyObject*>x
-    cdef Py_ssize_t n, m, total
-    if af_is_str(p):
-        n = af_len(p)
-        if n > TAPE_MAX_N:
-            return -1
-        return 8 + <Py_ssize_t>((n * af_kind(p) + 7) & ~7)
-    if af_is_int(p) or af_is_float(p) or p == Py_None or p == Py_True or p == Py_False:
-        return 16
-    if depth > MAX_DEPTH:
-        return -1
-    if af_is_dict(p):
-        if len(<dict>x) > TAPE_MAX_N:
-            return -1
-        total = 8
-        for k, v in (<dict>x).items():
-            if not af_is_str(<PyObject*>k):
-                return -1
-            n = tape_size(k, depth + 1)
-            m = tape_size(v, depth + 1)
-            if n < 0 or m < 0:
-                return -1
-            total += n + m
-        return total
-    if af_is_list(p):
-        if len(<list>x) > TAPE_MAX_N:
-            return -1
-        total = 8
-        for v in <list>x:
-            m = tape_size(v, depth + 1)
-            if m < 0:
-                return -1
-            total += m
-        return total
-    return -1
+cdef inline Py_ssize_t tape_size(object x, int depth) noexcept:
+    """Bytes of the tape of ``x``, or -1 if it cannot be taped (``af_tape_size``)."""
+    return af_tape_size(<PyObject*>x, depth)
 
 
 class _TapeChanged(Exception):
@@ -1576,6 +1591,383 @@ cdef object tool_name(PyObject* tool):
     return <object>name
 
 
+
+# ---------------------------------------------------------------------------
+# Tool signatures written here (cache misses)
+# ---------------------------------------------------------------------------
+# A tool the cache does not hold is written by ``ts_tool`` below, the general path's
+# ``_render_tool`` (and ``ts_type`` and its helpers) restricted to a tool made of exact
+# JSON types (``tape_size`` accepted it): dicts with str keys, lists, str, int, float,
+# bool, None. On those no lookup, truth test or comparison runs the caller's code, and
+# the template's rules reduce to the ones below. Whatever else the template would do
+# (print a value that is no str with ``+``, iterate a string or a dict's keys as a
+# list, test membership in a number, look an attribute up on something that is not a
+# dict) is declined with None, and ``_render_tool`` renders the tool instead, with its
+# errors. ``tests/test_render_fast.py`` compares the two on every tool of the corpora
+# and on generated ones.
+
+cdef str TS_COMMENT = "// "
+cdef str TS_TYPE = "type "
+cdef str TS_IS = " = "
+cdef str TS_PARAMS_OPEN = "(_: {\n"
+cdef str TS_PARAMS_CLOSE = "}) => any;"
+cdef str TS_NO_PARAMS = "() => any;"
+cdef str TS_OPTIONAL = "?"
+cdef str TS_PARAM_SEP = ",\n"
+cdef str TS_DEFAULT = ", // default: "
+cdef str TS_ONE_OF_DEFAULT = "// default: "
+cdef str TS_PROP_SEP = ": \n" + " " * 16
+cdef str TS_UNION = " | "
+cdef str TS_UNION_PLAIN = " | \n" + " " * 16
+cdef str TS_UNION_TRIM = " | \n"
+cdef str TS_DEFAULT_WS_PLAIN = "\n" + " " * 20
+cdef str TS_DEFAULT_WS_TRIM = " " * 20
+cdef str TS_ENUM_SEP = '" | "'
+cdef str TS_ANY = "any"
+cdef str TS_ANY_ARRAY = "any[]"
+cdef str TS_STRING = "string"
+cdef str TS_STRING_NULL = "string | null"
+cdef str TS_STRING_ARRAY = "string[]"
+cdef str TS_NUMBER = "number"
+cdef str TS_NUMBER_ARRAY = "number[]"
+cdef str TS_BOOLEAN = "boolean"
+cdef str TS_BOOLEAN_ARRAY = "boolean[]"
+cdef str TS_OBJECT = "object"
+cdef str TS_OBJECT_OBJECT = "object | object"
+cdef str TS_ARRAY_SUFFIX = "[]"
+cdef str TS_NULL_SUFFIX = " | null"
+cdef str TS_OBJECT_OPEN = "{\n"
+cdef str K_DESCRIPTION = "description"
+cdef str K_PARAMETERS = "parameters"
+cdef str K_PROPERTIES = "properties"
+cdef str K_REQUIRED = "required"
+cdef str K_DEFAULT = "default"
+cdef str K_ENUM = "enum"
+cdef str K_ONE_OF = "oneOf"
+cdef str K_NULLABLE = "nullable"
+cdef str K_ITEMS = "items"
+cdef object _tojson = None    # _render.tojson(value, jinja_builtin) -> str
+
+cdef enum:
+    TS_REQUIRED_SCAN = 32     # longer 'required' lists: _render's set (see _Required)
+
+
+cdef inline bint truthy(PyObject* x):
+    """``if x`` of an exact JSON value (missing: false); runs no code, cannot fail."""
+    if x == NULL or x == Py_None or x == Py_False:
+        return False
+    if x == Py_True:
+        return True
+    if af_is_str(x):
+        return af_len(x) != 0
+    if af_is_list(x):
+        return af_list_len(x) != 0
+    if PyDict_CheckExact(x):
+        return len(<dict><object>x) != 0
+    return PyObject_IsTrue(<object>x) == 1    # int, float
+
+
+cdef inline bint is_literal(PyObject* x, const char* lit, Py_ssize_t n):
+    """``x == "lit"`` of an exact JSON value (missing: false)."""
+    return x != NULL and af_is_str(x) and af_eq(x, lit, n)
+
+
+cdef inline int ts_text(list out, PyObject* x) except -1:
+    """``{{ x }}`` of an exact JSON value: a str as it is, anything else its str()."""
+    if af_is_str(x):
+        out.append(<object>x)
+    else:
+        out.append(str(<object>x))
+    return 0
+
+
+cdef int ts_missing(PyObject* name, PyObject* required) except -2:
+    """``name not in (required or [])``: 1, 0, or BAIL (a number, or a list long
+    enough that ``_render`` tests it with a set)."""
+    cdef Py_ssize_t i, n
+    cdef PyObject* r
+    if not truthy(required):
+        return 1
+    if af_is_list(required):
+        n = af_list_len(required)
+        if n > TS_REQUIRED_SCAN:
+            return BAIL
+        for i in range(n):
+            r = af_list_item(required, i)
+            if r == name or (af_is_str(r) and <str><object>r == <str><object>name):
+                return 0
+        return 1
+    if af_is_str(required) or af_is_dict(required):
+        return 0 if <object>name in <object>required else 1
+    return BAIL
+
+
+cdef int ts_type(list out, PyObject* spec, _Dialect d, int depth) except -2:
+    """``_render.ts_type`` of a dict ``spec``, appended to ``out``; else BAIL."""
+    cdef PyObject* t
+    cdef PyObject* x
+    cdef Py_ssize_t i, n
+    if not af_is_dict(spec) or depth > MAX_DEPTH:
+        return BAIL
+    t = get(spec, K_TYPE)
+    if is_literal(t, "array", 5):
+        return ts_array(out, spec, d, depth)
+    if t != NULL and af_is_list(t) and af_list_len(t):
+        # a list of types, printed with str() and joined
+        n = af_list_len(t)
+        for i in range(n):
+            if i:
+                out.append(TS_UNION)
+            ts_text(out, af_list_item(t, i))
+        return 0
+    x = get(spec, K_ONE_OF)
+    if truthy(x):
+        return ts_one_of(out, x, d, depth)
+    if t == NULL or not af_is_str(t):
+        out.append(TS_ANY)
+    elif af_eq(t, "string", 6):
+        x = get(spec, K_ENUM)
+        if truthy(x):
+            if not af_is_list(x):
+                return BAIL       # a string's characters or a dict's keys
+            out.append(QUOTE)
+            n = af_list_len(x)
+            for i in range(n):
+                if i:
+                    out.append(TS_ENUM_SEP)
+                ts_text(out, af_list_item(x, i))
+            out.append(QUOTE)
+        elif truthy(get(spec, K_NULLABLE)):
+            out.append(TS_STRING_NULL)
+        else:
+            out.append(TS_STRING)
+    elif af_eq(t, "number", 6) or af_eq(t, "integer", 7):
+        out.append(TS_NUMBER)
+    elif af_eq(t, "boolean", 7):
+        out.append(TS_BOOLEAN)
+    elif af_eq(t, "object", 6):
+        return ts_object(out, spec, d, depth)
+    else:
+        out.append(TS_ANY)
+    return 0
+
+
+cdef int ts_array(list out, PyObject* spec, _Dialect d, int depth) except -2:
+    cdef PyObject* items = get(spec, K_ITEMS)
+    cdef object keep = <object>items if items != NULL else None
+    cdef PyObject* it
+    cdef Py_ssize_t mark, i, n
+    cdef str inner
+    if items == NULL:
+        # spec['items'] on a dict without the key is the bound dict.items: truthy, of
+        # no type, so rendered "any"
+        out.append(TS_ANY_ARRAY)
+    elif not truthy(items):
+        out.append(TS_ANY_ARRAY)
+    else:
+        if not af_is_dict(items):
+            return BAIL
+        it = get(items, K_TYPE)
+        if is_literal(it, "string", 6):
+            out.append(TS_STRING_ARRAY)
+        elif is_literal(it, "number", 6) or is_literal(it, "integer", 7):
+            out.append(TS_NUMBER_ARRAY)
+        elif is_literal(it, "boolean", 7):
+            out.append(TS_BOOLEAN_ARRAY)
+        else:
+            mark = len(out)
+            if ts_type(out, items, d, depth + 1) == BAIL:
+                return BAIL
+            n = 0
+            for i in range(mark, len(out)):
+                n += af_len(<PyObject*>out[i])
+            if n > 50 or (n == 15 and "".join(out[mark:]) == TS_OBJECT_OBJECT):
+                del out[mark:]
+                out.append(TS_ANY_ARRAY)
+            else:
+                out.append(TS_ARRAY_SUFFIX)
+    if truthy(get(spec, K_NULLABLE)):
+        out.append(TS_NULL_SUFFIX)
+    return 0
+
+
+cdef int ts_object(list out, PyObject* spec, _Dialect d, int depth) except -2:
+    cdef PyObject* props = get(spec, K_PROPERTIES)
+    cdef PyObject* required
+    cdef object keep
+    cdef Py_ssize_t i = 0, last
+    cdef int missing
+    if not truthy(props):
+        out.append(TS_OBJECT)
+        return 0
+    if not af_is_dict(props):
+        return BAIL
+    required = get(spec, K_REQUIRED)
+    keep = <object>required if required != NULL else None
+    out.append(TS_OBJECT_OPEN)
+    last = len(<dict><object>props) - 1
+    for name, prop in (<dict><object>props).items():
+        out.append(name)
+        missing = ts_missing(<PyObject*>name, required)
+        if missing == BAIL:
+            return BAIL
+        if missing:
+            out.append(TS_OPTIONAL)
+        out.append(TS_PROP_SEP)
+        if ts_type(out, <PyObject*>prop, d, depth + 1) == BAIL:
+            return BAIL
+        if i != last:
+            out.append(COMMA)
+        i += 1
+    out.append(OBJECT_CLOSE)
+    return 0
+
+
+cdef int ts_one_of(list out, PyObject* one_of, _Dialect d, int depth) except -2:
+    cdef Py_ssize_t i = 0
+    cdef PyObject* variant
+    cdef PyObject* x
+    cdef object keep = <object>one_of, keep_variant
+    if not af_is_list(one_of):
+        return BAIL
+    # (the length is read at each step: a tojson that is Python code may edit the list)
+    while i < af_list_len(one_of):
+        variant = af_list_item(one_of, i)
+        keep_variant = <object>variant
+        if ts_type(out, variant, d, depth + 1) == BAIL:
+            return BAIL
+        x = get(variant, K_DESCRIPTION)
+        if truthy(x):
+            if not af_is_str(x):
+                return BAIL
+            out.append(TS_COMMENT)
+            out.append(<object>x)
+        x = get(variant, K_DEFAULT)
+        if x != NULL:
+            if _tojson is None:
+                return BAIL
+            out.append(TS_DEFAULT_WS_TRIM if d.trim else TS_DEFAULT_WS_PLAIN)
+            out.append(TS_ONE_OF_DEFAULT)
+            out.append(_tojson(<object>x, d.jinja_json))
+        i += 1
+        if i < af_list_len(one_of):
+            out.append(TS_UNION_TRIM if d.trim else TS_UNION_PLAIN)
+    return 0
+
+
+cdef object ts_tool(PyObject* tool, _Dialect d):
+    """``_render._render_tool`` of a tool made of exact JSON types, or None where it
+    declines (see above)."""
+    cdef list out = []
+    cdef PyObject* x
+    cdef PyObject* params
+    cdef PyObject* props
+    cdef PyObject* required
+    cdef Py_ssize_t i = 0, last
+    cdef int missing
+    cdef object keep
+    if not af_is_dict(tool):
+        return None
+    # _unwrap_tool
+    if d.openai_shapes or (get(tool, K_DESCRIPTION) == NULL and get(tool, K_NAME) == NULL):
+        x = get(tool, K_FUNCTION)
+        if truthy(x):
+            if not af_is_dict(x):
+                return None
+            tool = x
+    x = get(tool, K_DESCRIPTION)
+    if x == NULL or not af_is_str(x):
+        return None
+    out.append(TS_COMMENT)
+    out.append(<object>x)
+    out.append(NEWLINE)
+    x = get(tool, K_NAME)
+    if x == NULL or not af_is_str(x):
+        return None
+    out.append(TS_TYPE)
+    out.append(<object>x)
+    out.append(TS_IS)
+    params = get(tool, K_PARAMETERS)
+    props = NULL
+    if truthy(params):
+        if not af_is_dict(params):
+            return None
+        props = get(params, K_PROPERTIES)
+    if not truthy(props):
+        out.append(TS_NO_PARAMS)
+        return "".join(out)
+    if not af_is_dict(props):
+        return None
+    required = get(params, K_REQUIRED)
+    keep = <object>required if required != NULL else None
+    out.append(TS_PARAMS_OPEN)
+    last = len(<dict><object>props) - 1
+    for name, spec in (<dict><object>props).items():
+        if not af_is_dict(<PyObject*>spec):
+            return None
+        x = get(<PyObject*>spec, K_DESCRIPTION)
+        if truthy(x):
+            if not af_is_str(x):
+                return None
+            out.append(TS_COMMENT)
+            out.append(<object>x)
+            out.append(NEWLINE)
+        out.append(name)
+        missing = ts_missing(<PyObject*>name, required)
+        if missing == BAIL:
+            return None
+        if missing:
+            out.append(TS_OPTIONAL)
+        out.append(KEY_SEP)
+        if ts_type(out, <PyObject*>spec, d, 0) == BAIL:
+            return None
+        x = get(<PyObject*>spec, K_DEFAULT)
+        if x != NULL:
+            if truthy(get(<PyObject*>spec, K_ENUM)):
+                if not af_is_str(x):
+                    return None
+                out.append(TS_DEFAULT)
+                out.append(<object>x)
+            elif truthy(get(<PyObject*>spec, K_ONE_OF)):
+                if not af_is_str(x):
+                    return None
+                out.append(TS_ONE_OF_DEFAULT)
+                out.append(<object>x)
+            else:
+                if _tojson is None:
+                    return None
+                out.append(TS_DEFAULT)
+                out.append(_tojson(<object>x, d.jinja_json))
+        out.append(TS_PARAM_SEP if i != last else NEWLINE)
+        i += 1
+    out.append(TS_PARAMS_CLOSE)
+    return "".join(out)
+
+
+cdef object written(PyObject* tool, _Dialect d):
+    """``ts_tool`` with the collector off: no finalizer or ``gc`` callback (and no
+    other thread, which they could let run) can edit the tool while it is written,
+    and with ``_render.tojson`` no other code runs. (The text is still only cached if
+    the tool matches its tape afterwards: ``configure`` may install a ``tojson`` that
+    is Python code.)"""
+    cdef bint was = PyGC_Disable()
+    try:
+        return ts_tool(tool, d)
+    finally:
+        if was:
+            PyGC_Enable()
+
+
+def written_tool(tool, dialect):
+    """(For tests) The signature ``render`` writes for ``tool`` on a cache miss in
+    ``dialect`` (a name), or None where it leaves the tool to ``_render_tool``. Only
+    tools made of exact JSON types are written (what ``tape_size`` accepts)."""
+    cdef _Dialect d = _dialects[dialect]
+    if tape_size(tool, 0) < 0:
+        return None
+    return written(<PyObject*>tool, d)
+
+
 cdef object tool_text(object tool, _Dialect d):
     """The signature of one tool: from the cache, else rendered by the general path
     (whose errors propagate: the caller falls back to the general path); ``None`` for
@@ -1599,14 +1991,21 @@ cdef object tool_text(object tool, _Dialect d):
         if af_match(p, entry.tape, 0) != NULL:
             return entry.text
         entry = entry.next
-    if tape_size(tool, 0) < 0:
-        return None
     # The tape of the tool as it is before it renders: the text is cached only if the
     # tool still matches it after (code that ran meanwhile, a finalizer that let
     # another thread run, may have edited it; its text must not be filed under the
-    # old version).
-    fresh = make_tool(tool, "") if name is not None else None
-    text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
+    # old version). A tool that cannot be taped is not of exact JSON types: None.
+    if name is not None:
+        fresh = make_tool(tool, "")
+        if fresh is None:
+            return None
+    else:
+        fresh = None
+        if tape_size(tool, 0) < 0:
+            return None
+    text = written(p, d)
+    if text is None:
+        text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
     if fresh is None or type(text) is not str or af_match(p, fresh.tape, 0) == NULL:
         return text
     fresh.text = text
