@@ -505,6 +505,7 @@ def test_the_tool_caches_hold_a_bounded_number_of_bytes():
     for i in range(200):        # ~200 MiB of tools
         tool = _tool(description=big + str(i), name=f"t{i}")
         tool["parameters"]["properties"]["a"]["description"] = big
+        fast("apertus-1", CONV, tools=[tool])   # (a name met once is not cached)
         text = fast("apertus-1", CONV, tools=[tool])
         assert text is not None and text.count(big) == 2
         names, held = _render_fast.tool_cache_size()
@@ -517,6 +518,7 @@ def test_the_tool_caches_hold_a_bounded_number_of_bytes():
     _render_fast.clear_tool_cache()
     huge = _tool(description="y" * (5 * 1024 * 1024), name="huge")
     assert agree("apertus-1", CONV, tools=[huge])
+    assert agree("apertus-1", CONV, tools=[huge])
     assert _render_fast.tool_cache_size() == (0, 0)
     before = dict(_render._TOOL_CACHE)
     general("apertus-1", CONV, tools=[huge])
@@ -527,6 +529,8 @@ def test_the_tool_caches_hold_a_bounded_number_of_bytes():
 def test_cache_sees_a_tool_mutated_in_place(dialect):
     tool = _tool()
     assert agree(dialect, CONV, tools=[tool])
+    assert agree(dialect, CONV, tools=[tool])
+    assert _render_fast.tool_cache_size()[0] == 1
     tool["description"] = "Do something else."
     tool["parameters"]["properties"]["a"]["default"] = 31
     assert agree(dialect, CONV, tools=[tool])
@@ -539,7 +543,7 @@ def test_cache_sees_a_tool_mutated_in_place(dialect):
 def test_cache_tells_equal_values_of_other_types_apart(dialect):
     variants = [1, 1.0, True, 0.0, -0.0, 0, False, None, "1", [1], {"1": 1}, float("nan")]
     texts = set()
-    for _ in range(2):  # the second round is served from the cache
+    for _ in range(3):  # the second round fills the cache, the third is served from it
         for v in variants:
             tool = _tool(default=v)
             assert agree(dialect, CONV, tools=[tool])
@@ -549,7 +553,7 @@ def test_cache_tells_equal_values_of_other_types_apart(dialect):
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_cache_keeps_key_order(dialect):
-    for _ in range(2):
+    for _ in range(3):
         for props in (("a", "b"), ("b", "a")):
             assert agree(dialect, CONV, tools=[_tool(props=props)])
     assert fast(dialect, CONV, tools=[_tool(props=("a", "b"))]) != \
@@ -569,7 +573,7 @@ def test_cache_with_uncacheable_and_openai_tools(dialect):
     odd = _tool()
     odd["parameters"]["properties"]["a"]["enum"] = ("x", "y")  # a tuple: not cached
     wrapped = {"type": "function", "function": _tool(name="wrapped")}
-    for _ in range(2):
+    for _ in range(3):
         agree(dialect, CONV, tools=[odd])
         assert agree(dialect, CONV, tools=[wrapped, copy.deepcopy(wrapped)])
 
@@ -666,26 +670,55 @@ def test_a_cache_cleared_while_a_tool_renders_keeps_its_counts(written):
         return _declined(description, "get_weather")
 
     assert (_render_fast.written_tool(tool("v"), "apertus-1.5") is not None) == written
-    for k in range(4):                       # a full bucket of one name
+    for k in range(5):     # a full bucket of one name (the first, met once, is not kept)
         fast("apertus-1.5", CONV, tools=[tool(f"v{k}")])
     assert _render_fast.tool_cache_size()[0] == 1
     with _meanwhile(_render_fast.clear_tool_cache) as cleared:
-        assert agree("apertus-1.5", CONV, tools=[tool("v4")])
+        assert agree("apertus-1.5", CONV, tools=[tool("new")])
     assert cleared
     names, held = _render_fast.tool_cache_size()
     assert names == 1 and held > 0, (names, held)
     # the one entry kept is the new tool's, and what the counts say is what is held
-    fast("apertus-1.5", CONV, tools=[tool("v4")])
+    fast("apertus-1.5", CONV, tools=[tool("new")])
     assert _render_fast.tool_cache_size() == (names, held)
     _render_fast.clear_tool_cache()
-    fast("apertus-1.5", CONV, tools=[tool("v4")])
+    fast("apertus-1.5", CONV, tools=[tool("new")])
+    assert _render_fast.tool_cache_size() == (0, 0)   # a name met once is not cached
+    fast("apertus-1.5", CONV, tools=[tool("new")])
     assert _render_fast.tool_cache_size() == (names, held)
 
 
 def test_cache_is_bounded():
     for i in range(5000):
         fast("apertus-1", CONV, tools=[_tool(name=f"tool_{i}")])
+        fast("apertus-1", CONV, tools=[_tool(name=f"tool_{i}")])
+        assert _render_fast.tool_cache_size()[0] <= 4096
     assert agree("apertus-1", CONV, tools=[_tool(name="tool_1")])
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_a_name_met_once_is_written_and_cached_from_its_second_time(dialect):
+    """Taping, filing and checking a tool costs more than writing it: a tool that
+    occurs once (a dataset whose conversations list their own APIs) is written and
+    not cached; its name's second tool is cached, and a third render is a hit."""
+    tool = _tool(name="once")
+    assert agree(dialect, CONV, tools=[tool])
+    assert _render_fast.tool_cache_size() == (0, 0)
+    assert agree(dialect, CONV, tools=[tool])
+    names, held = _render_fast.tool_cache_size()
+    assert names == 1 and held > 0
+    text = fast(dialect, CONV, tools=[tool])
+    assert _render_fast.tool_cache_size() == (names, held)
+    # a new tool of a name the cache holds is cached at once, beside the first
+    other = _tool(name="once", description="Another.")
+    assert agree(dialect, CONV, tools=[other])
+    assert _render_fast.tool_cache_size()[0] == 1 and _render_fast.tool_cache_size()[1] > held
+    assert fast(dialect, CONV, tools=[tool]) == text
+    # each dialect's environment counts its own names
+    _render_fast.clear_tool_cache()
+    for d in S.DIALECTS:
+        assert agree(d, CONV, tools=[tool])
+    assert _render_fast.tool_cache_size() == (0, 0)
 
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
@@ -1134,6 +1167,7 @@ def edited_json(x, *args):   # ... or while the writer writes it
     tool["description"] = "NEW"
     return tojson(x, *args)
 
+render(user, dialect="apertus-1.5", tools=[tool])   # met once: the next render caches
 _render_fast.configure(edited_tool, _render.render_date, DIALECTS, _render._render_general, edited_json)
 old = render(user, dialect="apertus-1.5", tools=[tool])
 _render_fast.configure(render_tool, _render.render_date, DIALECTS, _render._render_general, tojson)

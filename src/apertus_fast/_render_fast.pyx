@@ -1434,6 +1434,7 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
 # ---------------------------------------------------------------------------
 
 cdef list _tool_caches = [{} for _ in range(8)]   # per mode: name -> _Tool chain
+cdef list _tool_seen = [set() for _ in range(8)]   # per mode: names met once, not cached
 cdef Py_ssize_t _tool_cache_names = 0
 cdef Py_ssize_t _tool_cache_bytes = 0   # what the entries hold (tapes and texts), about
 cdef enum:
@@ -1981,6 +1982,7 @@ cdef object tool_text(object tool, _Dialect d):
     cdef PyObject* p = <PyObject*>tool
     cdef PyObject* found
     cdef int depth
+    cdef set seen
     if not af_is_dict(p):
         return None
     name = tool_name(p)
@@ -1991,6 +1993,23 @@ cdef object tool_text(object tool, _Dialect d):
         if af_match(p, entry.tape, 0) != NULL:
             return entry.text
         entry = entry.next
+    if head is None and name is not None:
+        # A name met for the first time is written, not cached; from its second time
+        # on, it is. A tool that occurs once (every tool of a dataset whose
+        # conversations list their own APIs) would only pay for its tape: taping,
+        # filing and checking it cost more than writing it.
+        seen = <set>_tool_seen[d.mode]
+        if name not in seen:
+            if len(seen) >= TOOL_CACHE_NAMES:
+                seen.clear()
+            seen.add(name)
+            if tape_size(tool, 0) < 0:
+                return None
+            text = written(p, d)
+            if text is None:
+                text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
+            return text
+        seen.discard(name)
     # The tape of the tool as it is before it renders: the text is cached only if the
     # tool still matches it after (code that ran meanwhile, a finalizer that let
     # another thread run, may have edited it; its text must not be filed under the
@@ -2040,10 +2059,12 @@ cdef object tool_text(object tool, _Dialect d):
 
 
 def clear_tool_cache():
-    """Forget every cached tool signature."""
+    """Forget every cached tool signature (and which names were met once)."""
     global _tool_cache_names, _tool_cache_bytes
     for c in _tool_caches:
         (<dict>c).clear()
+    for c in _tool_seen:
+        (<set>c).clear()
     _tool_cache_names = 0
     _tool_cache_bytes = 0
 
