@@ -8,7 +8,8 @@ Usage (from the repository root)::
     python benchmarks/report.py -k render         # only some benchmarks (pytest -k)
 
 The report has one table per question: rendering (jinja2 / minijinja / apertus-fast,
-conversations/s and MB/s of rendered text, speed-ups), the drop-in formatter, the lexer
+conversations/s and MB/s of rendered text, speed-ups), rendering with every tool new
+(tool-cache misses), the drop-in formatter, the lexer
 against the ``count("<|")`` floor, and the parser against the reference package's regex
 approach, streaming model output against re-reading it after every chunk, and the
 command line against a json-module loop; then the
@@ -175,6 +176,35 @@ def render_table(r: Results) -> list[str]:
             f"{_fmt_rate(r.rate('render', d, 'apertus-fast', 'bytes') and r.rate('render', d, 'apertus-fast', 'bytes') / 1e6)} | "
             f"{_fmt_ratio(sa)} | {verdict} | {_fmt_ratio(sm)} | "
             f"{_fmt_rate(r.rate('render', d, 'floor copy', 'conversations'))} | {_fmt_ratio(j / f if (j and f) else None)} |")
+    return out
+
+
+def fresh_tools_table(r: Results) -> list[str]:
+    dialects = r.dialects("fresh-tools")
+    if not dialects:
+        return []
+    out = ["### Rendering, every tool new", "",
+           "The corpus's conversations that have tools, every tool renamed so that none occurs twice (a "
+           "tool-calling dataset, whose conversations list their own APIs). apertus-fast starts each round "
+           "with an empty tool cache, so every tool is a miss; \"cached\" renders the same conversations "
+           "with their tools in the cache. Speed-ups against jinja2 of the same run.", "",
+           "| dialect | conversations | tool uses | jinja2 conv/s | apertus-fast conv/s, every tool new | "
+           "vs jinja2 | apertus-fast conv/s, cached | vs jinja2 | a miss costs (µs per tool use) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for d in dialects:
+        info = r.info("fresh-tools", d, "jinja2") or r.info("fresh-tools", d, "apertus-fast") or {}
+        j = r.seconds("fresh-tools", d, "jinja2")
+        a = r.seconds("fresh-tools", d, "apertus-fast")
+        c = r.seconds("fresh-tools", d, "apertus-fast cached")
+        tools = info.get("tools")
+        miss = (a - c) / tools * 1e6 if (a and c and tools) else None
+        out.append(f"| {d} | {info.get('conversations', '—')} | {tools if tools is not None else '—'} | "
+                   f"{_fmt_rate(r.rate('fresh-tools', d, 'jinja2', 'conversations'))} | "
+                   f"{_fmt_rate(r.rate('fresh-tools', d, 'apertus-fast', 'conversations'))} | "
+                   f"{_fmt_ratio(j / a if (j and a) else None)} | "
+                   f"{_fmt_rate(r.rate('fresh-tools', d, 'apertus-fast cached', 'conversations'))} | "
+                   f"{_fmt_ratio(j / c if (j and c) else None)} | "
+                   f"{f'{miss:.2f}' if miss is not None else '—'} |")
     return out
 
 
@@ -383,7 +413,7 @@ def _commit(data: dict) -> str:
 def report(data: dict, stat: str, skips: list[str], failed: list[str]) -> str:
     r = Results(data, stat)
     parts = []
-    for table in (render_table(r), spans_table(r), formatter_table(r), mask_table(r), lex_table(r), parse_table(r),
+    for table in (render_table(r), fresh_tools_table(r), spans_table(r), formatter_table(r), mask_table(r), lex_table(r), parse_table(r),
                   stream_table(r), cli_table(r)):
         if table:
             parts.append("\n".join(table))

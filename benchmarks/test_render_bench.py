@@ -251,6 +251,107 @@ def test_render_with_spans(benchmark, dialect):
     benchmark(run)
 
 
+# --------------------------------------------------------------------------- tools seen once
+
+#: Rounds of the apertus-fast benchmark with every tool new (each round starts from an
+#: empty tool cache, so it cannot calibrate its own round count).
+FRESH_TOOLS_ROUNDS = 40
+
+
+def _clear_tool_caches():
+    """Empty the hot path's tool cache and the general path's memo (where built)."""
+    from apertus_fast import _render
+
+    try:
+        from apertus_fast._render_fast import clear_tool_cache
+    except ImportError:
+        pass
+    else:
+        clear_tool_cache()
+    _render._TOOL_CACHE.clear()
+    _render._tool_cache_bytes = 0
+
+
+class FreshTools:
+    """The corpus's conversations that have tools, every tool renamed ``<name>_<k>``
+    (``k`` the conversation's index) so that no tool occurs twice: a tool-calling
+    dataset, whose conversations list their own APIs. jinja2 renders every tool of every
+    conversation anyway; apertus-fast starts each round with its tool cache empty, so
+    every tool is a miss (its signature written, then cached)."""
+
+    def __init__(self, dialect: str):
+        import copy
+
+        self.dialect = dialect
+        self.items = []
+        for k, item in enumerate(corpus(dialect)):
+            if not item["tools"]:
+                continue
+            item = copy.deepcopy(item)
+            for tool in item["tools"]:
+                spec = tool["function"] if "function" in tool else tool
+                spec["name"] = f"{spec['name']}_{k}"
+            self.items.append(item)
+        self.n = len(self.items)
+        self.tools = sum(len(it["tools"]) for it in self.items)
+        self.variables = [_template_variables(it, dialect) for it in self.items]
+        tpl = compiled(dialect)
+        self.texts = [tpl.render(**v) for v in self.variables]   # jinja2 is the oracle
+        self.nbytes = sum(len(t.encode("utf-8")) for t in self.texts)
+        self.render_args = [(it["messages"], it["tools"], it["enable_thinking"], it["add_generation_prompt"])
+                            for it in self.items]
+
+
+@lru_cache(maxsize=None)
+def fresh_tools(dialect: str) -> FreshTools:
+    return FreshTools(dialect)
+
+
+def _setup_fresh(benchmark, c: FreshTools, engine: str):
+    benchmark.group = f"fresh-tools {c.dialect}"
+    benchmark.extra_info.update(kind="fresh-tools", engine=engine, dialect=c.dialect,
+                                conversations=c.n, bytes=c.nbytes, tools=c.tools)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_fresh_tools_jinja2(benchmark, dialect):
+    c = fresh_tools(dialect)
+    _setup_fresh(benchmark, c, "jinja2")
+    tpl = compiled(dialect)
+    variables = c.variables
+    benchmark(lambda: [tpl.render(**v) for v in variables])
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_fresh_tools_apertus_fast(benchmark, dialect):
+    """Every tool a cache miss: the tool caches are emptied before each round."""
+    render = _import_render()
+    c = fresh_tools(dialect)
+    args = c.render_args
+    _clear_tool_caches()
+    out = render_all(render, args, dialect)
+    bad = _mismatches(c.texts, out)
+    assert not bad, (f"apertus-fast differs from jinja2 on {len(bad)}/{c.n} conversations with fresh tools of "
+                     f"{dialect}; first #{bad[0]} {_first_difference(c.texts[bad[0]], out[bad[0]])}")
+    _setup_fresh(benchmark, c, "apertus-fast")
+    benchmark.pedantic(lambda: render_all(render, args, dialect), setup=_clear_tool_caches,
+                       rounds=FRESH_TOOLS_ROUNDS, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_render_fresh_tools_cached(benchmark, dialect):
+    """The same conversations with their tools in the cache (every tool a hit): what
+    the misses above cost."""
+    render = _import_render()
+    c = fresh_tools(dialect)
+    args = c.render_args
+    _clear_tool_caches()
+    for _ in range(2):   # (a name met once is not cached: the second time caches it)
+        render_all(render, args, dialect)
+    _setup_fresh(benchmark, c, "apertus-fast cached")
+    benchmark(lambda: render_all(render, args, dialect))
+
+
 # --------------------------------------------------------------------------- formatter
 
 REFERENCE = "apertus-format-reference"
