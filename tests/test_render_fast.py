@@ -721,6 +721,21 @@ def test_a_name_met_once_is_written_and_cached_from_its_second_time(dialect):
     assert _render_fast.tool_cache_size() == (0, 0)
 
 
+def test_the_names_met_once_are_not_kept_alive():
+    """The names met once are remembered by their hashes: a big name is not kept (the
+    set is bounded by count only)."""
+    import sys
+
+    name = "n" * 1_000_000 + "x"
+    tool = _tool(name=name)
+    before = sys.getrefcount(name)
+    assert agree("apertus-1", CONV, tools=[tool])
+    assert _render_fast.tool_cache_size() == (0, 0)
+    assert sys.getrefcount(name) == before
+    assert agree("apertus-1", CONV, tools=[tool])     # the second time: cached
+    assert _render_fast.tool_cache_size()[0] == 1
+
+
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_texts_evicted_during_a_render_stay_alive(dialect):
     # seven variants of one name in one render: the bucket keeps four, so texts made

@@ -1434,7 +1434,10 @@ cdef int walk(Out* o, PyObject* messages, Py_ssize_t start, _Dialect d,
 # ---------------------------------------------------------------------------
 
 cdef list _tool_caches = [{} for _ in range(8)]   # per mode: name -> _Tool chain
-cdef list _tool_seen = [set() for _ in range(8)]   # per mode: names met once, not cached
+# per mode: the hashes of the names met once, not cached (hashes, not the names: a name
+# may be big, and the set is bounded by count only; two names of one hash only mean
+# that the second is cached the first time it is met)
+cdef list _tool_seen = [set() for _ in range(8)]
 cdef Py_ssize_t _tool_cache_names = 0
 cdef Py_ssize_t _tool_cache_bytes = 0   # what the entries hold (tapes and texts), about
 cdef enum:
@@ -1983,6 +1986,7 @@ cdef object tool_text(object tool, _Dialect d):
     cdef PyObject* found
     cdef int depth
     cdef set seen
+    cdef Py_hash_t name_hash
     if not af_is_dict(p):
         return None
     name = tool_name(p)
@@ -1999,17 +2003,18 @@ cdef object tool_text(object tool, _Dialect d):
         # conversations list their own APIs) would only pay for its tape: taping,
         # filing and checking it cost more than writing it.
         seen = <set>_tool_seen[d.mode]
-        if name not in seen:
+        name_hash = hash(name)
+        if name_hash not in seen:
             if len(seen) >= TOOL_CACHE_NAMES:
                 seen.clear()
-            seen.add(name)
+            seen.add(name_hash)
             if tape_size(tool, 0) < 0:
                 return None
             text = written(p, d)
             if text is None:
                 text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
             return text
-        seen.discard(name)
+        seen.discard(name_hash)
     # The tape of the tool as it is before it renders: the text is cached only if the
     # tool still matches it after (code that ran meanwhile, a finalizer that let
     # another thread run, may have edited it; its text must not be filed under the
