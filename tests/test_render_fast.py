@@ -38,6 +38,7 @@ if _render._FAST is None:
                 allow_module_level=True)
 
 from apertus_fast import _render_fast  # noqa: E402
+from apertus_fast import RenderError  # noqa: E402
 
 # a fifth of the oracle tests' count: those already run every example through the hot path
 EXAMPLES = max(int(os.environ.get("APERTUS_ORACLE_EXAMPLES", "500")) // 5, 100)
@@ -480,6 +481,69 @@ def test_the_tool_writer_on_wild_tools(dialect, data):
     if isinstance(tools, list):
         for tool in tools:
             writer_agrees(tool, dialect)
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("schema", [{"default": 10**5000}, {"type": ["a", 10**5000]},
+                                    {"oneOf": [{"default": [10**5000]}]}],
+                         ids=["default", "type-list", "one-of-default"])
+def test_the_tool_writer_declines_what_the_template_fails_on(schema, dialect):
+    """An int too long to print (Python's 4,300-digit limit): the writer declined by
+    raising, against its contract (an audit's fuzzing); it now returns None and the
+    general path says why."""
+    tool = {"name": "f", "description": "d", "parameters": {"properties": {"p": schema}}}
+    assert _render_fast.written_tool(tool, dialect) is None
+    with pytest.raises(Exception, match="4300 digits"):
+        _general_tool(tool, dialect)
+    with pytest.raises(RenderError, match="4300 digits"):
+        _render.render(CONV, dialect=dialect, tools=[tool])
+
+
+_PLANTED = """
+import sys
+from apertus_fast import _render, _render_fast
+from apertus_fast._dialects import DIALECTS
+real = _render.tojson
+spec_b = {"type": "string"}
+
+class Evil:
+    def __str__(self):              # empties the list the writer is reading
+        spec_b["type"].clear()
+        return "evil"
+
+    def __bool__(self):             # drops the last reference to itself
+        del spec_b["oneOf"]
+        return True
+
+def planted(x, jinja):              # a tojson that is Python code edits the tool
+    if sys.argv[1] == "type":
+        spec_b["type"] = [Evil(), "x", "y", "z"]
+    elif sys.argv[1] == "oneOf":
+        spec_b["oneOf"] = Evil()
+    else:
+        return 12345678901234567890  # not a str
+    return real(x, jinja)
+
+tool = {"name": "f", "description": "d", "parameters": {"properties": {
+    "a": {"type": "number", "default": 1}, "b": spec_b,
+    "c": {"type": "array", "items": {"oneOf": [{"type": "string", "default": 1}]}}}}}
+_render_fast.configure(_render._render_tool, _render.render_date, DIALECTS,
+                       _render._render_general, planted)
+print(_render_fast.written_tool(tool, "apertus-1"))
+"""
+
+
+@pytest.mark.parametrize("planted", ["type", "oneOf", "not-a-str"])
+def test_the_tool_writer_never_runs_what_a_tojson_hook_plants(planted):
+    """A ``tojson`` that is Python code (``configure`` takes one) may put anything in
+    the tool while it is written. The writer ran the ``__str__`` or ``__bool__`` of what
+    it found, which emptied a list it was reading or freed an object it held (a
+    segfault; an audit's ASan run found it), and read a non-str ``tojson`` result as a
+    str. It now declines any value that is not of exact JSON types, and a ``tojson``
+    result that is not a str. In a fresh interpreter: the old code crashed it on
+    ``type`` and ``not-a-str``; the freed object of ``oneOf`` shows under ASan."""
+    code = _PLANTED.replace("sys.argv[1]", repr(planted))
+    assert run_python(code).stdout.split() == ["None"]
 
 
 def test_the_tool_writer_writes_the_sample_tools():

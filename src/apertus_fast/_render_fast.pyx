@@ -1656,19 +1656,24 @@ cdef enum:
     TS_REQUIRED_SCAN = 32     # longer 'required' lists: _render's set (see _Required)
 
 
-cdef inline bint truthy(PyObject* x):
-    """``if x`` of an exact JSON value (missing: false); runs no code, cannot fail."""
+cdef int truth(PyObject* x) except -2:
+    """``if x`` of an exact JSON value (missing: false): 1 or 0; BAIL for any other
+    value, whose ``__bool__`` would be the caller's code. (The tool was of exact JSON
+    types when ``tape_size`` measured it, but a ``tojson`` that is Python code may have
+    put anything in it since.)"""
     if x == NULL or x == Py_None or x == Py_False:
-        return False
+        return 0
     if x == Py_True:
-        return True
+        return 1
     if af_is_str(x):
         return af_len(x) != 0
     if af_is_list(x):
         return af_list_len(x) != 0
     if PyDict_CheckExact(x):
         return len(<dict><object>x) != 0
-    return PyObject_IsTrue(<object>x) == 1    # int, float
+    if af_is_int(x) or af_is_float(x):
+        return PyObject_IsTrue(<object>x) == 1
+    return BAIL
 
 
 cdef inline bint is_literal(PyObject* x, const char* lit, Py_ssize_t n):
@@ -1676,21 +1681,41 @@ cdef inline bint is_literal(PyObject* x, const char* lit, Py_ssize_t n):
     return x != NULL and af_is_str(x) and af_eq(x, lit, n)
 
 
-cdef inline int ts_text(list out, PyObject* x) except -1:
-    """``{{ x }}`` of an exact JSON value: a str as it is, anything else its str()."""
+cdef int ts_text(list out, PyObject* x) except -2:
+    """``{{ x }}`` of an exact JSON value: a str as it is, anything else its str();
+    BAIL for a value whose str() could run the caller's code (one that is not of
+    exact JSON types all the way down)."""
     if af_is_str(x):
         out.append(<object>x)
-    else:
+    elif (x == Py_None or x == Py_True or x == Py_False or af_is_int(x) or af_is_float(x)
+          or ((af_is_list(x) or PyDict_CheckExact(x)) and af_tape_size(x, 0) >= 0)):
         out.append(str(<object>x))
+    else:
+        return BAIL
+    return 0
+
+
+cdef int ts_json(list out, PyObject* x, _Dialect d) except -2:
+    """``tojson`` of a default, through ``_render``'s (BAIL without one, or when what
+    it gives is not a str)."""
+    if _tojson is None:
+        return BAIL
+    text = _tojson(<object>x, d.jinja_json)
+    if type(text) is not str:
+        return BAIL
+    out.append(text)
     return 0
 
 
 cdef int ts_missing(PyObject* name, PyObject* required) except -2:
-    """``name not in (required or [])``: 1, 0, or BAIL (a number, or a list long
-    enough that ``_render`` tests it with a set)."""
+    """``name not in (required or [])``: 1, 0, or BAIL (a number, a value of no JSON
+    type, or a list long enough that ``_render`` tests it with a set)."""
     cdef Py_ssize_t i, n
     cdef PyObject* r
-    if not truthy(required):
+    cdef int t = truth(required)
+    if t == BAIL:
+        return BAIL
+    if not t:
         return 1
     if af_is_list(required):
         n = af_list_len(required)
@@ -1711,6 +1736,7 @@ cdef int ts_type(list out, PyObject* spec, _Dialect d, int depth) except -2:
     cdef PyObject* t
     cdef PyObject* x
     cdef Py_ssize_t i, n
+    cdef int b
     if not af_is_dict(spec) or depth > MAX_DEPTH:
         return BAIL
     t = get(spec, K_TYPE)
@@ -1722,16 +1748,23 @@ cdef int ts_type(list out, PyObject* spec, _Dialect d, int depth) except -2:
         for i in range(n):
             if i:
                 out.append(TS_UNION)
-            ts_text(out, af_list_item(t, i))
+            if ts_text(out, af_list_item(t, i)) == BAIL:
+                return BAIL
         return 0
     x = get(spec, K_ONE_OF)
-    if truthy(x):
+    b = truth(x)
+    if b == BAIL:
+        return BAIL
+    if b:
         return ts_one_of(out, x, d, depth)
     if t == NULL or not af_is_str(t):
         out.append(TS_ANY)
     elif af_eq(t, "string", 6):
         x = get(spec, K_ENUM)
-        if truthy(x):
+        b = truth(x)
+        if b == BAIL:
+            return BAIL
+        if b:
             if not af_is_list(x):
                 return BAIL       # a string's characters or a dict's keys
             out.append(QUOTE)
@@ -1739,12 +1772,14 @@ cdef int ts_type(list out, PyObject* spec, _Dialect d, int depth) except -2:
             for i in range(n):
                 if i:
                     out.append(TS_ENUM_SEP)
-                ts_text(out, af_list_item(x, i))
+                if ts_text(out, af_list_item(x, i)) == BAIL:
+                    return BAIL
             out.append(QUOTE)
-        elif truthy(get(spec, K_NULLABLE)):
-            out.append(TS_STRING_NULL)
         else:
-            out.append(TS_STRING)
+            b = truth(get(spec, K_NULLABLE))
+            if b == BAIL:
+                return BAIL
+            out.append(TS_STRING_NULL if b else TS_STRING)
     elif af_eq(t, "number", 6) or af_eq(t, "integer", 7):
         out.append(TS_NUMBER)
     elif af_eq(t, "boolean", 7):
@@ -1761,12 +1796,12 @@ cdef int ts_array(list out, PyObject* spec, _Dialect d, int depth) except -2:
     cdef object keep = <object>items if items != NULL else None
     cdef PyObject* it
     cdef Py_ssize_t mark, i, n
-    cdef str inner
-    if items == NULL:
-        # spec['items'] on a dict without the key is the bound dict.items: truthy, of
-        # no type, so rendered "any"
-        out.append(TS_ANY_ARRAY)
-    elif not truthy(items):
+    cdef int b = truth(items)
+    if b == BAIL:
+        return BAIL
+    if items == NULL or not b:
+        # (spec['items'] on a dict without the key is the bound dict.items: truthy, of
+        # no type, so rendered "any")
         out.append(TS_ANY_ARRAY)
     else:
         if not af_is_dict(items):
@@ -1783,14 +1818,17 @@ cdef int ts_array(list out, PyObject* spec, _Dialect d, int depth) except -2:
             if ts_type(out, items, d, depth + 1) == BAIL:
                 return BAIL
             n = 0
-            for i in range(mark, len(out)):
+            for i in range(mark, len(out)):   # (pieces are str: ts_json checks its own)
                 n += af_len(<PyObject*>out[i])
             if n > 50 or (n == 15 and "".join(out[mark:]) == TS_OBJECT_OBJECT):
                 del out[mark:]
                 out.append(TS_ANY_ARRAY)
             else:
                 out.append(TS_ARRAY_SUFFIX)
-    if truthy(get(spec, K_NULLABLE)):
+    b = truth(get(spec, K_NULLABLE))
+    if b == BAIL:
+        return BAIL
+    if b:
         out.append(TS_NULL_SUFFIX)
     return 0
 
@@ -1801,7 +1839,10 @@ cdef int ts_object(list out, PyObject* spec, _Dialect d, int depth) except -2:
     cdef object keep
     cdef Py_ssize_t i = 0, last
     cdef int missing
-    if not truthy(props):
+    cdef int b = truth(props)
+    if b == BAIL:
+        return BAIL
+    if not b:
         out.append(TS_OBJECT)
         return 0
     if not af_is_dict(props):
@@ -1832,6 +1873,7 @@ cdef int ts_one_of(list out, PyObject* one_of, _Dialect d, int depth) except -2:
     cdef PyObject* variant
     cdef PyObject* x
     cdef object keep = <object>one_of, keep_variant
+    cdef int b
     if not af_is_list(one_of):
         return BAIL
     # (the length is read at each step: a tojson that is Python code may edit the list)
@@ -1841,18 +1883,20 @@ cdef int ts_one_of(list out, PyObject* one_of, _Dialect d, int depth) except -2:
         if ts_type(out, variant, d, depth + 1) == BAIL:
             return BAIL
         x = get(variant, K_DESCRIPTION)
-        if truthy(x):
+        b = truth(x)
+        if b == BAIL:
+            return BAIL
+        if b:
             if not af_is_str(x):
                 return BAIL
             out.append(TS_COMMENT)
             out.append(<object>x)
         x = get(variant, K_DEFAULT)
         if x != NULL:
-            if _tojson is None:
-                return BAIL
             out.append(TS_DEFAULT_WS_TRIM if d.trim else TS_DEFAULT_WS_PLAIN)
             out.append(TS_ONE_OF_DEFAULT)
-            out.append(_tojson(<object>x, d.jinja_json))
+            if ts_json(out, x, d) == BAIL:
+                return BAIL
         i += 1
         if i < af_list_len(one_of):
             out.append(TS_UNION_TRIM if d.trim else TS_UNION_PLAIN)
@@ -1868,14 +1912,17 @@ cdef object ts_tool(PyObject* tool, _Dialect d):
     cdef PyObject* props
     cdef PyObject* required
     cdef Py_ssize_t i = 0, last
-    cdef int missing
+    cdef int missing, b
     cdef object keep
     if not af_is_dict(tool):
         return None
     # _unwrap_tool
     if d.openai_shapes or (get(tool, K_DESCRIPTION) == NULL and get(tool, K_NAME) == NULL):
         x = get(tool, K_FUNCTION)
-        if truthy(x):
+        b = truth(x)
+        if b == BAIL:
+            return None
+        if b:
             if not af_is_dict(x):
                 return None
             tool = x
@@ -1893,11 +1940,17 @@ cdef object ts_tool(PyObject* tool, _Dialect d):
     out.append(TS_IS)
     params = get(tool, K_PARAMETERS)
     props = NULL
-    if truthy(params):
+    b = truth(params)
+    if b == BAIL:
+        return None
+    if b:
         if not af_is_dict(params):
             return None
         props = get(params, K_PROPERTIES)
-    if not truthy(props):
+    b = truth(props)
+    if b == BAIL:
+        return None
+    if not b:
         out.append(TS_NO_PARAMS)
         return "".join(out)
     if not af_is_dict(props):
@@ -1910,7 +1963,10 @@ cdef object ts_tool(PyObject* tool, _Dialect d):
         if not af_is_dict(<PyObject*>spec):
             return None
         x = get(<PyObject*>spec, K_DESCRIPTION)
-        if truthy(x):
+        b = truth(x)
+        if b == BAIL:
+            return None
+        if b:
             if not af_is_str(x):
                 return None
             out.append(TS_COMMENT)
@@ -1927,21 +1983,25 @@ cdef object ts_tool(PyObject* tool, _Dialect d):
             return None
         x = get(<PyObject*>spec, K_DEFAULT)
         if x != NULL:
-            if truthy(get(<PyObject*>spec, K_ENUM)):
+            # (x is held by spec until here: no code runs between)
+            b = truth(get(<PyObject*>spec, K_ENUM))
+            if b == BAIL:
+                return None
+            if not b:
+                b = truth(get(<PyObject*>spec, K_ONE_OF))
+                if b == BAIL:
+                    return None
+                b = 2 if b else 0
+            if b:
+                # an enum's or a oneOf's default, printed with +
                 if not af_is_str(x):
                     return None
-                out.append(TS_DEFAULT)
-                out.append(<object>x)
-            elif truthy(get(<PyObject*>spec, K_ONE_OF)):
-                if not af_is_str(x):
-                    return None
-                out.append(TS_ONE_OF_DEFAULT)
+                out.append(TS_DEFAULT if b == 1 else TS_ONE_OF_DEFAULT)
                 out.append(<object>x)
             else:
-                if _tojson is None:
-                    return None
                 out.append(TS_DEFAULT)
-                out.append(_tojson(<object>x, d.jinja_json))
+                if ts_json(out, x, d) == BAIL:
+                    return None
         out.append(TS_PARAM_SEP if i != last else NEWLINE)
         i += 1
     out.append(TS_PARAMS_CLOSE)
@@ -1957,6 +2017,10 @@ cdef object written(PyObject* tool, _Dialect d):
     cdef bint was = PyGC_Disable()
     try:
         return ts_tool(tool, d)
+    except Exception:
+        # what the template fails on (an int too long to print), or a tool that
+        # changed under the writer: _render_tool renders it, or says why it cannot
+        return None
     finally:
         if was:
             PyGC_Enable()
