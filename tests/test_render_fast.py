@@ -350,7 +350,7 @@ def _schema_tool(schema, required=None, **fields):
 
 
 #: Tools on each rule of the template that the writer reproduces, and on the shapes it
-#: leaves to _render_tool: name -> (tool, whether it is written).
+#: leaves to _render_tool: name -> (tool, whether it is written, or that per dialect).
 _WRITER_CASES = {
     "no-parameters": ({"name": "f", "description": "d"}, True),
     "parameters-null": ({"name": "f", "description": "d", "parameters": None}, True),
@@ -370,6 +370,11 @@ _WRITER_CASES = {
     "function-string": ({"function": "f"}, False),
     "function-and-flat": ({"name": "o", "description": "o",
                            "function": {"name": "i", "description": "i"}}, True),
+    # (apertus-1.5 unwraps a truthy "function" whatever the outer fields: a string
+    # there fails the template; the others render the outer tool)
+    "function-string-and-flat": ({"name": "o", "description": "o", "function": "x"},
+                                 {"apertus-format-reference": True, "apertus-1": True,
+                                  "apertus-1.5": False}),
     "param-description": (_schema_tool({"type": "string", "description": "said"}), True),
     "param-description-empty": (_schema_tool({"type": "string", "description": ""}), True),
     "param-description-number": (_schema_tool({"type": "string", "description": 3}), False),
@@ -439,6 +444,8 @@ _WRITER_CASES = {
     "default-of-an-enum-number": (_schema_tool({"type": "string", "enum": ["a"], "default": 1}), False),
     "default-of-a-one-of": (_schema_tool({"oneOf": [{"type": "string"}], "default": "x"}), True),
     "default-of-a-one-of-number": (_schema_tool({"oneOf": [{"type": "string"}], "default": 2}), False),
+    "default-beside-an-empty-one-of": (_schema_tool({"type": "string", "oneOf": [], "default": "x"}), True),
+    "default-beside-an-empty-enum": (_schema_tool({"type": "string", "enum": [], "default": "x"}), True),
     "unicode": ({"name": "名前_🐍", "description": "Ünïcödé <&>", "parameters": {
         "properties": {"naïve": {"type": "string", "description": "ä🐍"}, "": {}}}}, True),
 }
@@ -448,6 +455,8 @@ _WRITER_CASES = {
 @pytest.mark.parametrize("name", sorted(_WRITER_CASES))
 def test_the_tool_writer_writes_what_the_general_path_renders(name, dialect):
     tool, written = _WRITER_CASES[name]
+    if isinstance(written, dict):
+        written = written[dialect]
     assert writer_agrees(tool, dialect) == written
     # nested one level down, where the rule is that of a nested schema
     if "parameters" in tool and isinstance(tool["parameters"], dict) and \
@@ -544,6 +553,59 @@ def test_the_tool_writer_never_runs_what_a_tojson_hook_plants(planted):
     ``type`` and ``not-a-str``; the freed object of ``oneOf`` shows under ASan."""
     code = _PLANTED.replace("sys.argv[1]", repr(planted))
     assert run_python(code).stdout.split() == ["None"]
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_the_tool_writer_takes_tools_as_deep_as_the_tape_does(dialect):
+    """A tool is written (and taped) with containers up to 64 levels deep; deeper,
+    ``_render_tool`` renders it (and it is not cached)."""
+    def tool(levels):
+        default = []
+        for _ in range(levels - 1):
+            default = [default]
+        # the tool 0, parameters 1, properties 2, the schema 3, the default's lists 4...
+        return _schema_tool({"type": "array", "default": default})
+
+    assert _render_fast.written_tool(tool(61), dialect) is not None      # innermost at 64
+    assert writer_agrees(tool(61), dialect)
+    assert _render_fast.written_tool(tool(62), dialect) is None
+    # (a tool that cannot be taped sends the conversation to the general path)
+    assert not agree(dialect, CONV, tools=[tool(62)])
+    assert not agree(dialect, CONV, tools=[tool(62)])
+    assert _render_fast.tool_cache_size() == (0, 0)
+    assert agree(dialect, CONV, tools=[tool(61)]) and agree(dialect, CONV, tools=[tool(61)])
+    assert _render_fast.tool_cache_size()[0] == 1
+
+
+def test_the_tool_writer_runs_with_the_collector_off():
+    """No finalizer or gc callback may run while a tool is written (the collector is
+    off, and back as the caller had it after): seen from a tojson hook, which the
+    writer calls for a default."""
+    import gc
+
+    states = []
+
+    def tojson(*args):
+        states.append(gc.isenabled())
+        return _render.tojson(*args)
+
+    tool = _tool(name="collector")
+    _render_fast.configure(_render._render_tool, _render.render_date, _render.DIALECTS,
+                           _render._render_general, tojson)
+    try:
+        assert gc.isenabled()
+        assert _render_fast.written_tool(tool, "apertus-1") is not None
+        assert states and not any(states)
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            assert fast("apertus-1", CONV, tools=[tool]) is not None   # a miss: written
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        _render_fast.configure(_render._render_tool, _render.render_date, _render.DIALECTS,
+                               _render._render_general, _render.tojson)
 
 
 def test_the_tool_writer_writes_the_sample_tools():
