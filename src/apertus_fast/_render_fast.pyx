@@ -1707,6 +1707,22 @@ cdef int ts_json(list out, PyObject* x, _Dialect d) except -2:
     return 0
 
 
+cdef int ts_comment(list out, PyObject* x, bint newline) except -2:
+    """``"// " + x`` (and a newline) of a description ``x`` that is truthy; nothing for
+    a missing or falsy one; BAIL for one the template cannot add to a string."""
+    cdef int b = truth(x)
+    if b == BAIL:
+        return BAIL
+    if b:
+        if not af_is_str(x):
+            return BAIL
+        out.append(TS_COMMENT)
+        out.append(<object>x)
+        if newline:
+            out.append(NEWLINE)
+    return 0
+
+
 cdef int ts_missing(PyObject* name, PyObject* required) except -2:
     """``name not in (required or [])``: 1, 0, or BAIL (a number, a value of no JSON
     type, or a list long enough that ``_render`` tests it with a set)."""
@@ -1873,7 +1889,6 @@ cdef int ts_one_of(list out, PyObject* one_of, _Dialect d, int depth) except -2:
     cdef PyObject* variant
     cdef PyObject* x
     cdef object keep = <object>one_of, keep_variant
-    cdef int b
     if not af_is_list(one_of):
         return BAIL
     # (the length is read at each step: a tojson that is Python code may edit the list)
@@ -1882,15 +1897,8 @@ cdef int ts_one_of(list out, PyObject* one_of, _Dialect d, int depth) except -2:
         keep_variant = <object>variant
         if ts_type(out, variant, d, depth + 1) == BAIL:
             return BAIL
-        x = get(variant, K_DESCRIPTION)
-        b = truth(x)
-        if b == BAIL:
+        if ts_comment(out, get(variant, K_DESCRIPTION), False) == BAIL:
             return BAIL
-        if b:
-            if not af_is_str(x):
-                return BAIL
-            out.append(TS_COMMENT)
-            out.append(<object>x)
         x = get(variant, K_DEFAULT)
         if x != NULL:
             out.append(TS_DEFAULT_WS_TRIM if d.trim else TS_DEFAULT_WS_PLAIN)
@@ -1962,16 +1970,8 @@ cdef object ts_tool(PyObject* tool, _Dialect d):
     for name, spec in (<dict><object>props).items():
         if not af_is_dict(<PyObject*>spec):
             return None
-        x = get(<PyObject*>spec, K_DESCRIPTION)
-        b = truth(x)
-        if b == BAIL:
+        if ts_comment(out, get(<PyObject*>spec, K_DESCRIPTION), True) == BAIL:
             return None
-        if b:
-            if not af_is_str(x):
-                return None
-            out.append(TS_COMMENT)
-            out.append(<object>x)
-            out.append(NEWLINE)
         out.append(name)
         missing = ts_missing(<PyObject*>name, required)
         if missing == BAIL:
