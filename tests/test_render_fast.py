@@ -467,11 +467,149 @@ def test_the_tool_writer_writes_what_the_general_path_renders(name, dialect):
             writer_agrees(_schema_tool(outer), dialect)
 
 
-def test_the_tool_writer_declines_what_cannot_be_taped():
-    """Only tools of exact JSON types are written (others may run the caller's code)."""
-    tool = {"name": "f", "description": "d", "parameters": {"properties": {"p": {"enum": ("a",)}}}}
-    assert _render_fast.written_tool(tool, "apertus-1") is None
+class _Loud:
+    """A value whose truth, text and equality are the caller's code, which the writer
+    must never run: each use is recorded in ``calls`` (an exception would be caught by
+    the writer and hidden)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __bool__(self):
+        self.calls.append("__bool__")
+        return True
+
+    def __str__(self):
+        self.calls.append("__str__")
+        return "loud"
+
+    def __eq__(self, other):
+        self.calls.append("__eq__")
+        return False
+
+    __hash__ = object.__hash__
+
+
+def test_the_tool_writer_declines_what_it_reads_of_other_types():
+    """What the writer reads must be of exact JSON types (anything else may run the
+    caller's code): a tuple where the template reads an enum, a default the template
+    prints with tojson. A tool that is not a dict is declined too."""
+    loud = _Loud()
+    for schema in ({"type": "string", "enum": ("a",)}, {"type": "string", "default": ("a",)},
+                   {"type": "string", "default": [loud]}, {"type": "string", "description": loud},
+                   {"type": ["string", loud]}, {"type": "string", "enum": [loud]},
+                   {"type": "object", "properties": {"x": loud}}, {"oneOf": [{"type": "string"}, loud]}):
+        tool = {"name": "f", "description": "d", "parameters": {"properties": {"p": schema}}}
+        assert _render_fast.written_tool(tool, "apertus-1") is None, schema
+    assert loud.calls == []
     assert _render_fast.written_tool(["not", "a", "dict"], "apertus-1") is None
+
+
+class _Str(str):
+    """A str subclass (as markupsafe's ``Markup``): equal to "string", but not what the
+    writer can compare without the caller's code."""
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@pytest.mark.parametrize("schema", [
+    {"type": _Str("string")}, {"type": _Str("array"), "items": {"type": "string"}},
+    {"type": "array", "items": {"type": _Str("object")}},
+    {"type": "object", "properties": {"x": {"type": "string"}}, "required": [_Str("x")]},
+    {"type": "string", "enum": [_Str("a")]}, {"type": "string", "description": _Str("d")},
+], ids=["type", "array-type", "items-type", "required", "enum", "description"])
+def test_the_tool_writer_declines_str_subclasses_it_reads(schema, dialect):
+    """A str subclass where the writer reads a value (``Markup`` from a web form, say)
+    is declined, and the general path renders it as the template does: ``"string" ==
+    Markup("string")``, and ``Markup`` in ``required`` counts. (Written unmeasured, the
+    writer took such a ``"type"`` for "any" and such a name as not required; the Markup
+    property test found it.)"""
+    tool = _schema_tool(schema)
+    for t in (tool, {"name": "f", "description": "d", "parameters": {"properties": {"p": schema}}}):
+        assert _render_fast.written_tool(t, dialect) is None
+        assert not writer_agrees(t, dialect)
+        # (the conversation goes to the general path; agree compares the two)
+        assert not agree(dialect, CONV, tools=[t])
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_the_tool_writer_declines_a_str_subclass_in_required(dialect):
+    tool = _schema_tool({"type": "string"}, required=[_Str("p")])
+    assert _render_fast.written_tool(tool, dialect) is None
+    assert not agree(dialect, CONV, tools=[tool])
+    assert "p: string" in general(dialect, CONV, tools=[tool])   # required: no "?"
+
+
+class _Int(int):
+    pass
+
+
+class _Float(float):
+    pass
+
+
+class _List(list):
+    pass
+
+
+class _Dict(dict):
+    pass
+
+
+def _subclassed(x):
+    """``x`` as an equal value of a subclass of its type (None and bools stay)."""
+    for base, sub in ((str, _Str), (bool, None), (int, _Int), (float, _Float), (list, _List), (dict, _Dict)):
+        if type(x) is base:
+            return x if sub is None else sub(x)
+    return x
+
+
+def _positions(x, path=()):
+    """The paths to every value inside ``x`` (dict values and list items)."""
+    items = x.items() if type(x) is dict else enumerate(x) if type(x) is list else ()
+    for k, v in items:
+        yield path + (k,)
+        yield from _positions(v, path + (k,))
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+@settings(max_examples=EXAMPLES, **_settings)
+@given(data=st.data())
+def test_the_tool_writer_on_tools_with_subclassed_values(dialect, data):
+    """Generated tools with some values replaced by equal values of subclasses of their
+    types (``Markup`` for a str, an int or a dict subclass): the template sees equal
+    values, the writer must decline every one it reads, and write what the general
+    path renders whatever it does not read. The tool is written unmeasured the first
+    time its name is met, so every check of a type is the writer's own."""
+    for tool in data.draw(S.tool_list_nonempty(dialect), label="tools") or ():
+        if type(tool) is not dict:
+            continue
+        tool = copy.deepcopy(tool)
+        paths = list(_positions(tool))
+        if not paths:
+            continue
+        chosen = data.draw(st.lists(st.sampled_from(paths), min_size=1, max_size=3), label="paths")
+        for path in sorted(set(chosen), key=len, reverse=True):   # inner first
+            parent = tool
+            for k in path[:-1]:
+                parent = parent[k]
+            parent[path[-1]] = _subclassed(parent[path[-1]])
+        writer_agrees(tool, dialect)
+        _render_fast.clear_tool_cache()
+        agree(dialect, CONV, tools=[tool])
+
+
+@pytest.mark.parametrize("dialect", S.DIALECTS)
+def test_the_tool_writer_ignores_what_the_template_does_not_read(dialect):
+    """What the template never reads (an enum beside no "type", a key of no meaning) may
+    be anything: the writer does not look at it, and writes what the general path
+    renders. Such a tool cannot be taped: it is written every time and never cached."""
+    loud = _Loud()
+    tool = {"name": "f", "description": "d", "x-meta": loud,
+            "parameters": {"properties": {"p": {"enum": ("a",), "x": loud}, "q": {"type": "string"}}}}
+    assert writer_agrees(tool, dialect)
+    assert all(agree(dialect, CONV, tools=[tool]) for _ in range(4))
+    assert _render_fast.tool_cache_size() == (0, 0)
+    assert loud.calls == []
 
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
@@ -557,8 +695,8 @@ def test_the_tool_writer_never_runs_what_a_tojson_hook_plants(planted):
 
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_the_tool_writer_takes_tools_as_deep_as_the_tape_does(dialect):
-    """A tool is written (and taped) with containers up to 64 levels deep; deeper,
-    ``_render_tool`` renders it (and it is not cached)."""
+    """A tool is taped (and cached) with containers up to 64 levels deep; deeper, it
+    is written every time and not cached."""
     def tool(levels):
         default = []
         for _ in range(levels - 1):
@@ -568,10 +706,10 @@ def test_the_tool_writer_takes_tools_as_deep_as_the_tape_does(dialect):
 
     assert _render_fast.written_tool(tool(61), dialect) is not None      # innermost at 64
     assert writer_agrees(tool(61), dialect)
-    assert _render_fast.written_tool(tool(62), dialect) is None
-    # (a tool that cannot be taped sends the conversation to the general path)
-    assert not agree(dialect, CONV, tools=[tool(62)])
-    assert not agree(dialect, CONV, tools=[tool(62)])
+    # deeper, the writer still writes it (nothing it reads is too deep), every time,
+    # and it is never cached
+    assert writer_agrees(tool(62), dialect)
+    assert all(agree(dialect, CONV, tools=[tool(62)]) for _ in range(4))
     assert _render_fast.tool_cache_size() == (0, 0)
     assert agree(dialect, CONV, tools=[tool(61)]) and agree(dialect, CONV, tools=[tool(61)])
     assert _render_fast.tool_cache_size()[0] == 1

@@ -1600,15 +1600,16 @@ cdef object tool_name(PyObject* tool):
 # Tool signatures written here (cache misses)
 # ---------------------------------------------------------------------------
 # A tool the cache does not hold is written by ``ts_tool`` below, the general path's
-# ``_render_tool`` (and ``ts_type`` and its helpers) restricted to a tool made of exact
-# JSON types (``tape_size`` accepted it): dicts with str keys, lists, str, int, float,
-# bool, None. On those no lookup, truth test or comparison runs the caller's code, and
-# the template's rules reduce to the ones below. Whatever else the template would do
-# (print a value that is no str with ``+``, iterate a string or a dict's keys as a
-# list, test membership in a number, look an attribute up on something that is not a
-# dict) is declined with None, and ``_render_tool`` renders the tool instead, with its
-# errors. ``tests/test_render_fast.py`` compares the two on every tool of the corpora
-# and on generated ones.
+# ``_render_tool`` (and ``ts_type`` and its helpers) restricted to exact JSON types in
+# every value it reads: dicts with str keys, lists, str, int, float, bool, None (what
+# the template never reads, it never looks at). On those no lookup, truth test or
+# comparison runs the caller's code, and the template's rules reduce to the ones
+# below. Whatever else the template would do (print a value that is no str with ``+``,
+# iterate a string or a dict's keys as a list, test membership in a number, look an
+# attribute up on something that is not a dict, compare a str subclass) is declined
+# with None, and ``_render_tool`` renders the tool instead, with its errors.
+# ``tests/test_render_fast.py`` compares the two on every tool of the corpora, on
+# generated ones, and on generated ones holding subclasses of the JSON types.
 
 cdef str TS_COMMENT = "// "
 cdef str TS_TYPE = "type "
@@ -1658,9 +1659,9 @@ cdef enum:
 
 cdef int truth(PyObject* x) except -2:
     """``if x`` of an exact JSON value (missing: false): 1 or 0; BAIL for any other
-    value, whose ``__bool__`` would be the caller's code. (The tool was of exact JSON
-    types when ``tape_size`` measured it, but a ``tojson`` that is Python code may have
-    put anything in it since.)"""
+    value, whose ``__bool__`` would be the caller's code. (A tool met for the first time
+    is written unmeasured, and a ``tojson`` that is Python code may have put anything in
+    a measured one since.)"""
     if x == NULL or x == Py_None or x == Py_False:
         return 0
     if x == Py_True:
@@ -1674,6 +1675,14 @@ cdef int truth(PyObject* x) except -2:
     if af_is_int(x) or af_is_float(x):
         return PyObject_IsTrue(<object>x) == 1
     return BAIL
+
+
+cdef inline bint is_json(PyObject* x):
+    """``x`` is of an exact JSON type (its items need not be): comparing it with a str
+    runs no code of the caller's. (A str subclass such as markupsafe's ``Markup`` may
+    equal ``"string"``; the writer declines it rather than decide.)"""
+    return (x == Py_None or x == Py_True or x == Py_False or af_is_str(x) or af_is_int(x)
+            or af_is_float(x) or af_is_list(x) or PyDict_CheckExact(x))
 
 
 cdef inline bint is_literal(PyObject* x, const char* lit, Py_ssize_t n):
@@ -1696,9 +1705,10 @@ cdef int ts_text(list out, PyObject* x) except -2:
 
 
 cdef int ts_json(list out, PyObject* x, _Dialect d) except -2:
-    """``tojson`` of a default, through ``_render``'s (BAIL without one, or when what
-    it gives is not a str)."""
-    if _tojson is None:
+    """``tojson`` of a default, through ``_render``'s (BAIL without one, for a value not
+    of exact JSON types all the way down, whose encoding could run the caller's code,
+    or when what it gives is not a str)."""
+    if _tojson is None or af_tape_size(x, 0) < 0:
         return BAIL
     text = _tojson(<object>x, d.jinja_json)
     if type(text) is not str:
@@ -1739,6 +1749,8 @@ cdef int ts_missing(PyObject* name, PyObject* required) except -2:
             return BAIL
         for i in range(n):
             r = af_list_item(required, i)
+            if not is_json(r):
+                return BAIL
             if r == name or (af_is_str(r) and <str><object>r == <str><object>name):
                 return 0
         return 1
@@ -1756,6 +1768,8 @@ cdef int ts_type(list out, PyObject* spec, _Dialect d, int depth) except -2:
     if not af_is_dict(spec) or depth > MAX_DEPTH:
         return BAIL
     t = get(spec, K_TYPE)
+    if t != NULL and not is_json(t):
+        return BAIL
     if is_literal(t, "array", 5):
         return ts_array(out, spec, d, depth)
     if t != NULL and af_is_list(t) and af_list_len(t):
@@ -2027,11 +2041,12 @@ cdef object written(PyObject* tool, _Dialect d):
 
 
 def written_tool(tool, dialect):
-    """(For tests) The signature ``render`` writes for ``tool`` on a cache miss in
-    ``dialect`` (a name), or None where it leaves the tool to ``_render_tool``. Only
-    tools made of exact JSON types are written (what ``tape_size`` accepts)."""
+    """(For tests) The signature ``render`` writes for ``tool`` the first time it meets
+    its name in ``dialect`` (a name), or None where it leaves the tool to
+    ``_render_tool``. What the writer reads must be of exact JSON types; what it does
+    not read (what the template ignores) may be anything."""
     cdef _Dialect d = _dialects[dialect]
-    if tape_size(tool, 0) < 0:
+    if type(tool) is not dict:
         return None
     return written(<PyObject*>tool, d)
 
@@ -2072,21 +2087,28 @@ cdef object tool_text(object tool, _Dialect d):
             if len(seen) >= TOOL_CACHE_NAMES:
                 seen.clear()
             seen.add(name_hash)
-            if tape_size(tool, 0) < 0:
-                return None
+            # Written without measuring the tape first: the writer reads only what the
+            # template reads and declines any of it that is not of exact JSON types
+            # (no code of the caller's runs), so the tool is read once. Only a tool it
+            # declines is measured: one that cannot be taped may run the caller's code
+            # in _render_tool, and goes to the general path.
             text = written(p, d)
             if text is None:
+                if tape_size(tool, 0) < 0:
+                    return None
                 text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
             return text
         seen.discard(name_hash)
     # The tape of the tool as it is before it renders: the text is cached only if the
     # tool still matches it after (code that ran meanwhile, a finalizer that let
     # another thread run, may have edited it; its text must not be filed under the
-    # old version). A tool that cannot be taped is not of exact JSON types: None.
+    # old version). A tool that cannot be taped (too deep, or holding other types
+    # where the template does not look) is written every time and never cached; one
+    # the writer declines as well goes to the general path (None).
     if name is not None:
         fresh = make_tool(tool, "")
         if fresh is None:
-            return None
+            return written(p, d)
     else:
         fresh = None
         if tape_size(tool, 0) < 0:
