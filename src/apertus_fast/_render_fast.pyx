@@ -2051,6 +2051,21 @@ def written_tool(tool, dialect):
     return written(<PyObject*>tool, d)
 
 
+cdef object uncached_text(object tool, _Dialect d):
+    """The signature of a tool that is not to be cached (a name met for the first
+    time, or no name), or None for the general path. Written without measuring the
+    tape first: the writer reads only what the template reads and declines any of it
+    that is not of exact JSON types (no code of the caller's runs), so the tool is read
+    once. Only a tool it declines is measured: one that cannot be taped may run the
+    caller's code in ``_render_tool``, and goes to the general path."""
+    cdef object text = written(<PyObject*>tool, d)
+    if text is None:
+        if tape_size(tool, 0) < 0:
+            return None
+        text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
+    return text
+
+
 cdef object tool_text(object tool, _Dialect d):
     """The signature of one tool: from the cache, else rendered by the general path
     (whose errors propagate: the caller falls back to the general path); ``None`` for
@@ -2087,17 +2102,7 @@ cdef object tool_text(object tool, _Dialect d):
             if len(seen) >= TOOL_CACHE_NAMES:
                 seen.clear()
             seen.add(name_hash)
-            # Written without measuring the tape first: the writer reads only what the
-            # template reads and declines any of it that is not of exact JSON types
-            # (no code of the caller's runs), so the tool is read once. Only a tool it
-            # declines is measured: one that cannot be taped may run the caller's code
-            # in _render_tool, and goes to the general path.
-            text = written(p, d)
-            if text is None:
-                if tape_size(tool, 0) < 0:
-                    return None
-                text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
-            return text
+            return uncached_text(tool, d)
         seen.discard(name_hash)
     # The tape of the tool as it is before it renders: the text is cached only if the
     # tool still matches it after (code that ran meanwhile, a finalizer that let
@@ -2105,18 +2110,15 @@ cdef object tool_text(object tool, _Dialect d):
     # old version). A tool that cannot be taped (too deep, or holding other types
     # where the template does not look) is written every time and never cached; one
     # the writer declines as well goes to the general path (None).
-    if name is not None:
-        fresh = make_tool(tool, "")
-        if fresh is None:
-            return written(p, d)
-    else:
-        fresh = None
-        if tape_size(tool, 0) < 0:
-            return None
+    if name is None:
+        return uncached_text(tool, d)
+    fresh = make_tool(tool, "")
+    if fresh is None:
+        return written(p, d)
     text = written(p, d)
     if text is None:
         text = _render_tool(tool, d.trim, d.jinja_json, d.openai_shapes)
-    if fresh is None or type(text) is not str or af_match(p, fresh.tape, 0) == NULL:
+    if type(text) is not str or af_match(p, fresh.tape, 0) == NULL:
         return text
     fresh.text = text
     fresh.size += af_len(<PyObject*>text) * af_kind(<PyObject*>text)
