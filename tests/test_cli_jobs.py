@@ -630,6 +630,25 @@ def test_the_samples_with_jobs(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.skipif(not hasattr(sys, "get_int_max_str_digits"), reason="no int digit limit")
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_integer_over_the_digit_limit_is_reported_with_its_column(tmp_path, capsys, jobs):
+    """Valid JSON that Python will not read (an integer over the digit limit): the line
+    is reported with the column and the way to lift the limit, in one process and in
+    the workers alike."""
+    limit = sys.get_int_max_str_digits()
+    head = ('{"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f", '
+            '"description": "d", "parameters": {"type": "object", "properties": '
+            '{"a": {"type": "number", "default": ')
+    src = write_lines(tmp_path / "in.jsonl", [good_line(), head + "1" * (limit + 7) + "}}}}]}"])
+    status, out, err = run(capsys, ["validate", src, "-j", jobs])
+    assert status == 1 and err == ["checked 2, ok 1, failed 1, skipped blank 0"]
+    assert out.splitlines() == [f"{src}:2: unreadable JSON at column {len(head) + 1}: an integer of "
+                      f"{limit + 7} digits, more than the {limit} Python converts "
+                      f"(PYTHONINTMAXSTRDIGITS=0 in the environment, or "
+                      f"sys.set_int_max_str_digits(0), lifts the limit)"]
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:

@@ -405,3 +405,29 @@ def test_mixed_script_text_both_ways(text):
     if _jsonl is not None:
         agrees(line)
         agrees(line.rstrip(b"\n") + b" ")
+
+
+@pytest.mark.skipif(not hasattr(sys, "get_int_max_str_digits"), reason="no int digit limit")
+@pytest.mark.parametrize("loads", [_io.json_loads, _io.loads_utf8])
+def test_an_integer_over_the_digit_limit_is_located(loads):
+    """A valid line whose integer has more digits than Python's int() converts: the
+    reason says so, where (the column json's own errors would count), and how to lift
+    the limit (a shell user cannot call sys.set_int_max_str_digits). Digits in a
+    string, in a fraction or with an exponent are not that integer."""
+    limit = sys.get_int_max_str_digits()
+    big = "9" * (limit + 1)
+    text = '{"s": "' + big + '", "f": ' + big + '.5, "e": ' + big + 'e1, "n": [-' + big + "]}"
+    column = text.index("[-") + 2
+    for line in (text, text.encode(), b"\xef\xbb\xbf" + text.encode() + b"\n"):
+        with pytest.raises(ValueError) as info:
+            loads(line)
+        assert _io.json_error_reason(info.value, line) == (
+            f"unreadable JSON at column {column}: an integer of {limit + 1} digits, more than "
+            f"the {limit} Python converts (PYTHONINTMAXSTRDIGITS=0 in the environment, or "
+            f"sys.set_int_max_str_digits(0), lifts the limit)")
+    # without the line: no column, the same advice
+    assert _io.json_error_reason(info.value) == (
+        f"unreadable JSON: an integer of more than the {limit} digits Python converts "
+        f"(PYTHONINTMAXSTRDIGITS=0 in the environment, or sys.set_int_max_str_digits(0), "
+        f"lifts the limit)")
+    assert loads(text.replace("[-" + big, "[-" + big[1:])) is not None   # (at the limit: read)

@@ -727,7 +727,7 @@ def read_jsonl(path: str | os.PathLike | None = "-") -> Iterator[tuple[int, Any]
             try:
                 yield lineno, loads(line)
             except (ValueError, RecursionError) as exc:
-                raise JsonlError(f.name, lineno, json_error_reason(exc)) from None
+                raise JsonlError(f.name, lineno, json_error_reason(exc, line)) from None
 
 
 def write_jsonl(path: str | os.PathLike | None, values: Iterable[Any]) -> int:
@@ -742,8 +742,9 @@ def write_jsonl(path: str | os.PathLike | None, values: Iterable[Any]) -> int:
     return n
 
 
-def json_error_reason(exc: BaseException) -> str:
-    """A one-line reason for a failed ``json.loads`` of one line."""
+def json_error_reason(exc: BaseException, line: str | bytes | None = None) -> str:
+    """A one-line reason for a failed ``json.loads`` of one ``line`` (given, it lets
+    a number over Python's digit limit be located)."""
     if isinstance(exc, json.JSONDecodeError):
         msg = exc.msg[:-3] if exc.msg.endswith(" at") else exc.msg  # ("Invalid control character at")
         text = exc.doc.rstrip("\r\n") if isinstance(exc.doc, str) else None
@@ -766,7 +767,36 @@ def json_error_reason(exc: BaseException) -> str:
         return f"invalid JSON at column {exc.colno}: nested deeper than {MAX_NESTING} levels"
     if isinstance(exc, RecursionError):
         return "invalid JSON: nested too deeply"
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return _digit_limit_reason(line)
     return f"invalid JSON: {exc}"
+
+
+#: a JSON string, or a JSON number (json converts one without fraction or exponent
+#: with int(), which Python limits in digits)
+_STRING_OR_NUMBER = re.compile(r'"(?:[^"\\]|\\.)*"|-?(\d+)(\.\d+)?([eE][-+]?\d+)?')
+
+
+def _digit_limit_reason(line: str | bytes | None) -> str:
+    """The reason for a valid JSON line whose integer has more digits than Python's
+    ``int`` converts (``sys.get_int_max_str_digits``), with its column (counted in
+    characters, as json's own errors are) where the line is given."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    where, digits = "", None
+    if isinstance(line, (bytes, bytearray, memoryview)):   # (as loads_utf8 reads it)
+        line = bytes(line)
+        line = line[3 if line.startswith(_BOM) else 0:].decode("utf-8", "replace")
+    if isinstance(line, str):
+        for m in _STRING_OR_NUMBER.finditer(line):
+            number = m.group(1)
+            if number is not None and m.group(2) is None and m.group(3) is None \
+                    and 0 < limit < len(number):
+                where, digits = f" at column {m.start() + 1}", len(number)
+                break
+    what = (f"an integer of {digits} digits, more than the {limit}" if digits else
+            f"an integer of more than the {limit} digits")
+    return (f"unreadable JSON{where}: {what} Python converts (PYTHONINTMAXSTRDIGITS=0 in "
+            f"the environment, or sys.set_int_max_str_digits(0), lifts the limit)")
 
 
 class Progress:

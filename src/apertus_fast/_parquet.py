@@ -313,7 +313,7 @@ def _json_text(value):
     try:
         return loads_utf8(value)
     except (ValueError, RecursionError) as exc:
-        raise ValueError(json_error_reason(exc)) from None
+        raise ValueError(json_error_reason(exc, value)) from None
 
 
 def _iso_date(value):

@@ -738,7 +738,7 @@ def _worker_block(lineno: int, block: bytes):
         try:
             value = loads(line)
         except (ValueError, RecursionError) as exc:
-            rec.error(lineno, _io.json_error_reason(exc))
+            rec.error(lineno, _io.json_error_reason(exc, line))
             continue
         if handler(lineno, value, _kept_values(value, keep) if keep else (), rec):
             done += 1
@@ -1221,7 +1221,7 @@ def _decoded_lines(lines, error):
             try:
                 value = loads(line)
             except (ValueError, RecursionError) as exc:
-                error(lineno, _io.json_error_reason(exc))
+                error(lineno, _io.json_error_reason(exc, line))
                 continue
         yield lineno, value
 
