@@ -649,6 +649,40 @@ def test_an_integer_over_the_digit_limit_is_reported_with_its_column(tmp_path, c
                       f"sys.set_int_max_str_digits(0), lifts the limit)"]
 
 
+def test_no_more_workers_than_blocks_or_twice_the_cpus(tmp_path, capsys, monkeypatch):
+    """-j asks for workers; no more start than the input has blocks (with fork the pool
+    starts them all at once: -j 300 forked 300 processes for one line) nor than twice
+    the usable CPUs (-j from a big machine's job run on a small one). The output is
+    the same whatever the count."""
+    import concurrent.futures as cf
+
+    sizes = []
+    real = cf.ProcessPoolExecutor.__init__
+
+    def init(self, max_workers=None, *args, **kwargs):
+        sizes.append(max_workers)
+        real(self, max_workers, *args, **kwargs)
+
+    monkeypatch.setattr(cf.ProcessPoolExecutor, "__init__", init)
+    monkeypatch.setattr(cli, "_usable_cpus", lambda: 3)
+    one = write_lines(tmp_path / "one.jsonl", [good_line()])
+    assert run(capsys, ["render", one, "--date", DATE, "-j", "50"]) == run(
+        capsys, ["render", one, "--date", DATE])
+    assert sizes == [1]
+    empty = write_lines(tmp_path / "empty.jsonl", [])
+    assert run(capsys, ["render", empty, "-j", "50"])[:2] == (0, "")
+    assert sizes == [1]   # (no block, no pool)
+    monkeypatch.setattr(cli, "BATCH_BYTES", 2000)
+    many = write_lines(tmp_path / "many.jsonl", [good_line(str(i)) for i in range(200)])
+    alone = run(capsys, ["render", many, "--date", DATE])
+    for jobs, started in (("50", 6), ("0", 3), ("4", 4), ("2", 2)):
+        assert run(capsys, ["render", many, "--date", DATE, "-j", jobs]) == alone
+        assert sizes[-1] == started
+    four = write_lines(tmp_path / "four.jsonl", [good_line("x" * 3000)] * 4)   # (2-4 blocks)
+    assert run(capsys, ["validate", four, "-j", "50"])[0] == 0
+    assert 2 <= sizes[-1] <= 4
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:

@@ -783,15 +783,24 @@ def _worker_batch(first: int, batch, rows):
     return rec.record(compress, parts, encoder), done, 0, 0
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _jobs(args) -> int:
-    """Worker processes for ``--jobs`` (0: one per CPU this process may use)."""
+    """Worker processes for ``--jobs`` (0: one per CPU this process may use), at most
+    twice the usable CPUs: more would only take turns on them, each with its blocks in
+    memory (a -j copied from a big machine's job onto a small one). _run starts fewer
+    still when the input has fewer blocks."""
     jobs = getattr(args, "jobs", 1)
+    cpus = _usable_cpus()
     if jobs == 0:
-        try:
-            jobs = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            jobs = os.cpu_count() or 1
-    return max(jobs, 1)
+        jobs = cpus
+    return max(min(jobs, 2 * cpus), 1)
 
 
 def _tasks(src: _Source, counts: _Counts):
@@ -949,10 +958,30 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
             # (a signal held back until ``parts`` is set: then the finally removes it)
             with _signals_held(), contextlib.suppress(OSError):
                 parts = _Parts()
+        # The first blocks are read before the workers start, so that no more start
+        # than there is work for: with fork, the pool starts all of them at once (a
+        # -j 300 forked 300 processes for a one-line input, and -j 10000 on a 5 MB file
+        # ran out of memory).
+        tasks = _tasks(src, counts)
+        first: list = []
+        unreadable = None
+        while len(first) < jobs:
+            try:
+                first.append(next(tasks))
+            except StopIteration:
+                break
+            except _io.InputError as exc:
+                unreadable = exc
+                break
+        if not first:
+            if unreadable is not None:
+                raise unreadable
+            return 0
+        workers = len(first)
         try:
             context = _mp_context()
             pool = cf.ProcessPoolExecutor(
-                jobs, mp_context=context, initializer=_worker_start,
+                workers, mp_context=context, initializer=_worker_start,
                 initargs=(handler, keep, compress, None if parts is None else (parts.path, HANDOFF_BYTES),
                           sink.encoder,
                           os.getpid() if context.get_start_method() == "fork" else None))
@@ -960,18 +989,24 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
             raise _not_started(exc) from exc
         _widen_pipes(pool)
         try:
-            tasks = _tasks(src, counts)
             while True:
-                try:
-                    fn, task = next(tasks)
-                except StopIteration:
-                    break
-                except _io.InputError:
+                if first:
+                    fn, task = first.pop(0)
+                elif unreadable is not None:
                     # the input cannot be read on: what was read before it is handled
                     # and reported first, as in one process
                     while pending:
                         take()
-                    raise
+                    raise unreadable
+                else:
+                    try:
+                        fn, task = next(tasks)
+                    except StopIteration:
+                        break
+                    except _io.InputError:
+                        while pending:
+                            take()
+                        raise
                 # multiprocessing flushes stdout before it forks; flushed here first,
                 # an error of stdout's is the output's, and any other error of the
                 # submit is the workers'. (Before the signals are held: a flush into a
@@ -983,7 +1018,7 @@ def _run(args, src: _Source, handler, sink: _Sink, counts: _Counts, keep=(),
                     except OSError as exc:
                         raise _not_started(exc) from exc
                 _check_terminated()
-                while len(pending) >= jobs * BATCHES_PER_WORKER:
+                while len(pending) >= workers * BATCHES_PER_WORKER:
                     take()
             while pending:
                 take()
@@ -1804,7 +1839,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print at most N problems (all are still counted)")
         p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", default=1,
                        help="worker processes (default 1: this process alone; 0: one per "
-                            "CPU); the output is the same, in input order")
+                            "CPU; at most twice the CPUs, and no more than the input has "
+                            "blocks of about 1 MiB); the output is the same, in input order")
         p.add_argument("-q", "--quiet", action="store_true",
                        help="no summary line and no progress bar")
         p.add_argument("--no-progress", action="store_true",
