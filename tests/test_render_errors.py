@@ -118,6 +118,7 @@ CASES = [
     Case("block-without-type", [SYS, u(), blocks({"type": "response", "text": "x"}, {"text": "x"})], 2),
     Case("block-type-int", [u(), blocks({"type": 1})], 1),
     Case("block-not-a-dict", [u(), blocks("response")], 1),
+    Case("second-block-not-a-dict", [u(), blocks({"type": "response", "text": "x"}, 7)], 1),
     # --- iterating blocks (L232) ---------------------------------------------------------------
     Case("blocks-null", [u(), {"role": "assistant", "content": {"blocks": None}}], 1),
     Case("blocks-int", [u(), {"role": "assistant", "content": {"blocks": 3}}], 1),
@@ -261,11 +262,12 @@ MESSAGES = [
     ("tool-without-name", 'tools[0]: "name": expected a string, it is missing'),
     ("tool-second-bad", 'tools[1] (\'g\'): "description": expected a string, it is missing'),
     ("param-enum-default-int", 'tools[0] (\'f\'): parameter \'a\' (an enum): "default": expected a string, got int 1'),
-    ("block-without-type", 'message 2: an assistant block\'s "type": expected a string, it is missing'),
-    ("block-call-without-name", 'message 1: a tool call\'s "name": expected a string, it is missing'),
+    ("block-without-type", 'message 2: blocks[1]: an assistant block\'s "type": expected a string, it is missing'),
+    ("block-call-without-name", 'message 1: blocks[0]: calls[0]: a tool call\'s "name": expected a string, it is '
+                                'missing'),
     ("system-text-int", 'message 0: the system content\'s "text": expected a string, got int 3'),
     ("user-part-without-type", 'message 0: a user content part\'s "type": expected a string, it is missing'),
-    ("block-calls-int", 'message 1: a tool_calls block\'s "calls": expected a list, got int 3'),
+    ("block-calls-int", 'message 1: blocks[0]: a tool_calls block\'s "calls": expected a list, got int 3'),
     ("blocks-null", 'message 1: the assistant content\'s "blocks": expected a list, got NoneType None'),
     ("blocks-mapping", 'message 1: the assistant content\'s "blocks": expected a list, got dict '
                        "{'type': 'response', 'text': 'x'} (its keys were read as the items: an "
@@ -273,7 +275,7 @@ MESSAGES = [
     ("blocks-string", 'message 1: the assistant content\'s "blocks": expected a list, got str '
                       "'response' (its characters were read as the items: an assistant block's "
                       '"type": expected a string, it is missing)'),
-    ("block-calls-mapping", 'message 1: a tool_calls block\'s "calls": expected a list, got dict '
+    ("block-calls-mapping", 'message 1: blocks[0]: a tool_calls block\'s "calls": expected a list, got dict '
                             "{'name': 'f', 'arguments': '{}'} (its keys were read as the items: a "
                             'tool call\'s "name": expected a string, it is missing)'),
     ("user-parts-string", 'message 0: the user content\'s "parts": expected a list, got str \'text\' '
@@ -283,6 +285,12 @@ MESSAGES = [
                       'were read as the items: tools[0]: "description": expected a string, it is '
                       "missing)"),
     ("enum-int", 'tools[0] (\'f\'): "enum": expected a list, got int 5'),
+    ("tool-not-a-dict", 'tools[0]: expected a tool (a dict with "name", "description" and "parameters"), got '
+                        'str \'f\' ("description": expected a string, it is missing)'),
+    ("block-call-not-a-dict", "message 1: blocks[0]: calls[0]: expected a tool call (a dict), got str 'f' (a tool "
+                              'call\'s "name": expected a string, it is missing)'),
+    ("second-block-not-a-dict", "message 1: blocks[1]: expected a block (a dict with \"type\"), got int 7 (an "
+                                'assistant block\'s "type": expected a string, it is missing)'),
     ("role-developer", "message 1: Invalid message role: 'developer' (expected system, user, assistant or tool)"),
     ("role-late-system", "message 2: Invalid message role: 'system' (only the first message may be a system message)"),
     ("role-missing", 'message 1: Invalid message role (no "role")'),
@@ -334,9 +342,14 @@ DIALECT_MESSAGES = [
     ("tool-named-beside-function", V1, 'tools[0] (\'x\'): "description": expected a string, it is missing'),
     ("user-content-list", REF, "message 2: Invalid user message: user (content: got list [{'type': 'text', "
                                "'text': 't'}]; expected a string or {\"parts\": [...]})"),
-    ("legacy-call-arguments-null", V15, 'message 1: Invalid tool call ("arguments" is empty (None))'),
-    ("legacy-call-name-empty", V15, 'message 1: Invalid tool call ("name" is empty (\'\'))'),
-    ("legacy-call-without-name", V15, 'message 1: Invalid tool call ("name" is missing)'),
+    ("legacy-call-arguments-null", V15, 'message 1: tool_calls[0]: Invalid tool call ("arguments" is empty (None))'),
+    ("legacy-call-name-empty", V15, 'message 1: tool_calls[0]: Invalid tool call ("name" is empty (\'\'))'),
+    ("legacy-call-without-name", V15, 'message 1: tool_calls[0]: Invalid tool call ("name" is missing)'),
+    # an item that is not a dict is named by its index, and said to be what it is
+    ("legacy-call-not-a-dict", V15, "message 1: tool_calls[0]: expected a tool call (a dict), got str 'f' "
+                                    '(Invalid tool call ("name" is missing and "arguments" is missing))'),
+    ("legacy-call-not-a-dict", V1, "message 1: tool_calls[0]: expected a tool call (a dict), got str 'f' "
+                                   '(a tool call\'s "type": expected a string, it is missing)'),
 ]
 
 
@@ -361,7 +374,8 @@ def test_messages_name_the_field(case_id, expected, dialect):
 @pytest.mark.parametrize("dialect", ALL)
 def test_block_call_without_arguments_names_them(dialect):
     messages = [u(), blocks({"type": "tool_calls", "calls": [{"name": "f"}]})]
-    with pytest.raises(RenderError, match=r'message 1: a tool call\'s "arguments": expected a string'):
+    with pytest.raises(RenderError, match=r'message 1: blocks\[0\]: calls\[0\]: a tool call\'s "arguments": '
+                                          r'expected a string'):
         render(messages, dialect=dialect, date=DATE)
 
 
@@ -631,7 +645,8 @@ def test_a_value_nested_too_deep_for_repr_is_shown_not_a_recursion_error(depth, 
     call = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
             "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": x}}]}]
     for messages, index, named in [
-            (call, 1, 'message 1: a tool call\'s "function.arguments": expected a string, got list '),
+            (call, 1, 'message 1: tool_calls[0]: a tool call\'s "function.arguments": expected a string, '
+                      'got list '),
             ([{"role": "user", "content": x}], 0, "message 0: Invalid user message: user (content: got list ")]:
         with pytest.raises(RenderError) as info:
             render(messages, dialect=dialect, date="2024-01-01")

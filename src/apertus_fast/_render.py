@@ -222,6 +222,20 @@ def _not_a_list(exc, x, field):
     return exc
 
 
+def _at_item(exc, items, where, j, item, expected):
+    """``exc``, raised on the item ``j`` of the list ``items``, named by its place
+    (``where[j]: ...``) and, for an item that is not a mapping, with what it is instead
+    of ``expected``. (An ``items`` that is a string or a mapping: ``exc`` as it is, which
+    :func:`_not_a_list` has made say what ``items`` should be.)"""
+    if isinstance(items, str) or is_mapping(items):
+        return exc
+    reason = _reason(exc)
+    if is_mapping(item):
+        return _Fail(f"{where}[{j}]: {reason}")
+    return _Fail(f"{where}[{j}]: expected {expected}, got {type(item).__name__} "
+                 f"{shown(item, 60)} ({reason})")
+
+
 def is_mapping(x):
     """``x is mapping``."""
     return type(x) is dict or isinstance(x, _Mapping)
@@ -563,7 +577,11 @@ def _render_tools(tools, trim, jinja_json, native):
         try:
             text_ = _render_tool(tool, trim, jinja_json, native)
         except _ERRORS as exc:
-            failed = _Fail(f"tools[{ti}]{_tool_label(tool)}: {_reason(exc)}")
+            if is_mapping(tool) or isinstance(tools, str) or is_mapping(tools):
+                failed = _Fail(f"tools[{ti}]{_tool_label(tool)}: {_reason(exc)}")
+            else:
+                failed = _at_item(exc, tool_list, "tools", ti, tool,
+                                  'a tool (a dict with "name", "description" and "parameters")')
             raise _not_a_list(failed, tools, "tools") from _cause(exc)
         # (cached only if the tool is still what the key says: another thread may have
         # edited it while it rendered, and the text of the new version would then be
@@ -1048,62 +1066,71 @@ def _render_messages(messages, start, d, out, continue_assistant_message, marks)
                     fmt = _FMT_MAPPING
                     first = True
                     blocks = attr(content, "blocks")
-                    for block in seq(blocks, 'the assistant content\'s "blocks"'):
-                        btype = attr(block, "type")
-                        if btype == "thoughts":
-                            if in_tool:
+                    j = -1
+                    block = None
+                    try:
+                        for block in seq(blocks, 'the assistant content\'s "blocks"'):
+                            j += 1
+                            btype = attr(block, "type")
+                            if btype == "thoughts":
+                                if in_tool:
+                                    _model(out, marks, False)
+                                    out.append(tout_close)
+                                    in_tool = False
+                                _model(out, marks, True)
+                                if not in_inner:
+                                    in_inner = True
+                                    out.append(INNER_PREFIX)
+                                out.append(text(attr(block, "text")))
+                            elif btype == "tool_calls":
+                                if in_tool:
+                                    _model(out, marks, False)
+                                    out.append(tout_close)
+                                    in_tool = False
+                                _model(out, marks, True)
+                                calls = attr(block, "calls")
+                                if in_inner and not first and _is_display_answers(calls):
+                                    in_inner = False
+                                    out.append(INNER_SUFFIX)
+                                out.append(_block_calls(calls, openai_shapes))
+                                waiting = True
+                            elif btype == "tool_outputs":
+                                if in_tool:
+                                    raise _Fail("Cannot have both tool outputs as separate "
+                                                "messages and tool outputs as blocks")
                                 _model(out, marks, False)
+                                out.append(tout_open)
+                                out.append(", ".join([text(attr(o, "output"))
+                                                      for o in seq(attr(block, "outputs"),
+                                                                   'a tool_outputs block\'s "outputs"')]))
                                 out.append(tout_close)
-                                in_tool = False
-                            _model(out, marks, True)
-                            if not in_inner:
-                                in_inner = True
-                                out.append(INNER_PREFIX)
-                            out.append(text(attr(block, "text")))
-                        elif btype == "tool_calls":
-                            if in_tool:
-                                _model(out, marks, False)
-                                out.append(tout_close)
-                                in_tool = False
-                            _model(out, marks, True)
-                            calls = attr(block, "calls")
-                            if in_inner and not first and _is_display_answers(calls):
-                                in_inner = False
-                                out.append(INNER_SUFFIX)
-                            out.append(_block_calls(calls, openai_shapes))
-                            waiting = True
-                        elif btype == "tool_outputs":
-                            if in_tool:
-                                raise _Fail("Cannot have both tool outputs as separate "
-                                            "messages and tool outputs as blocks")
-                            _model(out, marks, False)
-                            out.append(tout_open)
-                            out.append(", ".join([text(attr(o, "output"))
-                                                  for o in seq(attr(block, "outputs"),
-                                                               'a tool_outputs block\'s "outputs"')]))
-                            out.append(tout_close)
-                            _model(out, marks, True)
-                            waiting = False
-                        elif btype == "response":
-                            if in_tool:
-                                _model(out, marks, False)
-                                out.append(tout_close)
-                                in_tool = False
-                            _model(out, marks, True)
-                            # the template's (not loop.first and in_inner) or
-                            # (in_assistant and in_inner): in_assistant always holds here
-                            if in_inner:
-                                in_inner = False
-                                out.append(INNER_SUFFIX)
-                            out.append(text(attr(block, "text")))
-                        else:
-                            try:
-                                raise _Fail(text(cat("Invalid assistant block type: ", btype,
-                                                     'an assistant block\'s "type"')))
-                            except _Fail as exc:
-                                raise _not_a_list(exc, blocks,
-                                                  'the assistant content\'s "blocks"') from _cause(exc)
-                        first = False
+                                _model(out, marks, True)
+                                waiting = False
+                            elif btype == "response":
+                                if in_tool:
+                                    _model(out, marks, False)
+                                    out.append(tout_close)
+                                    in_tool = False
+                                _model(out, marks, True)
+                                # the template's (not loop.first and in_inner) or
+                                # (in_assistant and in_inner): in_assistant always holds here
+                                if in_inner:
+                                    in_inner = False
+                                    out.append(INNER_SUFFIX)
+                                out.append(text(attr(block, "text")))
+                            else:
+                                try:
+                                    raise _Fail(text(cat("Invalid assistant block type: ", btype,
+                                                         'an assistant block\'s "type"')))
+                                except _Fail as exc:
+                                    raise _not_a_list(exc, blocks,
+                                                      'the assistant content\'s "blocks"') from _cause(exc)
+                            first = False
+                    except _ERRORS as exc:
+                        if j < 0:
+                            raise
+                        raise _at_item(exc, blocks, "blocks", j, block,
+                                       'a block (a dict with "type")') from _cause(exc)
                 else:
                     raise _Fail("Invalid assistant content: " + _why_content(content))
                 if "tool_calls" in message:
@@ -1237,22 +1264,34 @@ def _block_calls(calls, openai_shapes):
 
 def _block_calls_of(calls, openai_shapes):
     parts = []
-    for call in seq(calls, 'a tool_calls block\'s "calls"'):
-        if openai_shapes:
-            fn = attr(call, "function")
-            if fn:
-                call = fn
-            head = cat('{"', attr(call, "name"), 'a tool call\'s "name"') + '": '
-            args = attr(call, "arguments")
-            if args is UNDEFINED:  # |tojson fails on it
-                raise _Fail('a tool call\'s "arguments": expected a string or a JSON value, it is missing')
-            if not isinstance(args, str):
-                args = tojson(args, False)
-            parts.append(text(cat(head, args, 'a tool call\'s "arguments"') + "}"))
-        else:
-            head = cat('{"', attr(call, "name"), 'a tool call\'s "name"') + '": '
-            parts.append(text(cat(head, attr(call, "arguments"), 'a tool call\'s "arguments"') + "}"))
+    j = -1
+    call = None
+    try:
+        for call in seq(calls, 'a tool_calls block\'s "calls"'):
+            j += 1
+            parts.append(_block_call(call, openai_shapes))
+    except _ERRORS as exc:
+        if j < 0:
+            raise
+        raise _at_item(exc, calls, "calls", j, call, "a tool call (a dict)") from _cause(exc)
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
+
+
+def _block_call(call, openai_shapes):
+    """``{"name": arguments}`` of one call of a tool_calls block."""
+    if openai_shapes:
+        fn = attr(call, "function")
+        if fn:
+            call = fn
+        head = cat('{"', attr(call, "name"), 'a tool call\'s "name"') + '": '
+        args = attr(call, "arguments")
+        if args is UNDEFINED:  # |tojson fails on it
+            raise _Fail('a tool call\'s "arguments": expected a string or a JSON value, it is missing')
+        if not isinstance(args, str):
+            args = tojson(args, False)
+        return text(cat(head, args, 'a tool call\'s "arguments"') + "}")
+    head = cat('{"', attr(call, "name"), 'a tool call\'s "name"') + '": '
+    return text(cat(head, attr(call, "arguments"), 'a tool call\'s "arguments"') + "}")
 
 
 def _legacy_calls(calls, openai_shapes):
@@ -1265,31 +1304,43 @@ def _legacy_calls(calls, openai_shapes):
 
 def _legacy_calls_of(calls, openai_shapes):
     parts = []
-    for call in seq(calls, 'the message\'s "tool_calls"'):
-        ctype = attr(call, "type")
-        if openai_shapes:
-            if ctype is not UNDEFINED and ctype != "function":
-                raise _Fail(text(cat("Invalid tool call type: ", ctype, 'a tool call\'s "type"')))
-            fn = attr(call, "function")
-            if fn:
-                call = fn
-            name = attr(call, "name")
-            args = attr(call, "arguments")
-            if not (name and args):
-                raise _Fail("Invalid tool call" + _why_call(name, args))
-            head = cat('{"', name, 'a tool call\'s "name"') + '": '
-            if not isinstance(args, str):
-                args = tojson(args, False)
-            parts.append(text(cat(head, args, 'a tool call\'s "arguments"') + "}"))
-        else:
-            if ctype != "function":
-                raise _Fail(text(cat("Invalid tool call type: ", ctype, 'a tool call\'s "type"')))
-            fn = attr(call, "function")
-            if fn is UNDEFINED:  # the template reads function.name
-                raise _Fail('a tool call\'s "function": it is missing (expected {"name": ..., "arguments": ...})')
-            head = cat('{"', attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
-            parts.append(text(cat(head, attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}"))
+    j = -1
+    call = None
+    try:
+        for call in seq(calls, 'the message\'s "tool_calls"'):
+            j += 1
+            parts.append(_legacy_call(call, openai_shapes))
+    except _ERRORS as exc:
+        if j < 0:
+            raise
+        raise _at_item(exc, calls, "tool_calls", j, call, "a tool call (a dict)") from _cause(exc)
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
+
+
+def _legacy_call(call, openai_shapes):
+    """``{"name": arguments}`` of one call of a message's ``tool_calls``."""
+    ctype = attr(call, "type")
+    if openai_shapes:
+        if ctype is not UNDEFINED and ctype != "function":
+            raise _Fail(text(cat("Invalid tool call type: ", ctype, 'a tool call\'s "type"')))
+        fn = attr(call, "function")
+        if fn:
+            call = fn
+        name = attr(call, "name")
+        args = attr(call, "arguments")
+        if not (name and args):
+            raise _Fail("Invalid tool call" + _why_call(name, args))
+        head = cat('{"', name, 'a tool call\'s "name"') + '": '
+        if not isinstance(args, str):
+            args = tojson(args, False)
+        return text(cat(head, args, 'a tool call\'s "arguments"') + "}")
+    if ctype != "function":
+        raise _Fail(text(cat("Invalid tool call type: ", ctype, 'a tool call\'s "type"')))
+    fn = attr(call, "function")
+    if fn is UNDEFINED:  # the template reads function.name
+        raise _Fail('a tool call\'s "function": it is missing (expected {"name": ..., "arguments": ...})')
+    head = cat('{"', attr(fn, "name"), 'a tool call\'s "function.name"') + '": '
+    return text(cat(head, attr(fn, "arguments"), 'a tool call\'s "function.arguments"') + "}")
 
 
 def renders_to(text, messages, dialect, tools, enable_thinking, add_generation_prompt,
