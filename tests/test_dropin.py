@@ -258,6 +258,16 @@ def test_reference_module_layout():
         for name in names:
             assert getattr(module, name) is getattr(apertus_format, name), (module_name, name)
     assert not set(layout) & set(apertus_format.__all__)  # not in the reference's __all__
+    # and what the reference's modules import, which a test may patch there
+    import dataclasses
+    import enum
+    import json
+    import typing
+
+    assert apertus_format.models.json is json and apertus_format.models.dataclass is dataclasses.dataclass
+    for name in ("Any", "Dict", "List", "Optional", "Union"):
+        assert getattr(apertus_format.models, name) is getattr(typing, name)
+    assert apertus_format.enums.Enum is enum.Enum and apertus_format.enums.auto is enum.auto
 
 
 def test_import_needs_no_jinja_and_no_template_file():

@@ -9,7 +9,7 @@ see ``docs/dropin.md`` for the deliberate differences.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._dialects import DEFAULT_DIALECT, get_dialect
 from ._models import (
@@ -27,8 +27,7 @@ from . import _render as _r
 from ._errors import RenderError
 from ._render import _DateAsGiven, render, render_date
 
-if TYPE_CHECKING:
-    import datetime as _dt
+import datetime as _dt  # (the annotations' name, resolved at run time too)
 
 __all__ = ["ApertusFormatter"]
 

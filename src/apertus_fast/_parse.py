@@ -1817,3 +1817,10 @@ def _message_at(messages, d, flags):
         else:
             lo = mid
     return hi - 1
+
+
+# The annotations' names at run time (typing.get_type_hints; see _render)
+from typing import Any  # noqa: E402
+
+from ._render import Messages  # noqa: E402
+from ._spans import Rendered  # noqa: E402

@@ -30,6 +30,7 @@ import threading as _threading
 import time as _time
 from collections.abc import Mapping as _Mapping
 
+import typing as _typing
 from typing import TYPE_CHECKING, Any
 
 from ._dialects import DEFAULT_DIALECT, DIALECTS, TOKEN_TEXT, Kind, get_dialect
@@ -1363,6 +1364,18 @@ def renders_to(text, messages, dialect, tools, enable_thinking, add_generation_p
 # anything else back to ``_render_general``; without a compiler there is none. Compiled,
 # ``render`` is ``_render_fast.render`` (same signature; the hot path, then the general
 # path), which saves a call layer per conversation.
+# The annotations' names at run time, for typing.get_type_hints and
+# inspect.signature(eval_str=True) (jsonargparse, pydantic's validate_call): defined
+# after the functions, as the header's TYPE_CHECKING block keeps Cython from typing by them.
+from collections.abc import Mapping, Sequence  # noqa: E402
+
+from ._dialects import Dialect  # noqa: E402
+from ._models import Conversation, Message  # noqa: E402
+
+Messages = Sequence[Mapping[str, Any] | Message] | Conversation
+Tools = Sequence[Mapping[str, Any]] | None
+DateArg = _dt.date | str | None
+
 try:
     from . import _render_fast
 except ImportError:
@@ -1375,5 +1388,6 @@ else:
     _render_py = render   # the plain-Python entry (what runs without a compiler)
     _render_fast.render.__doc__ = render.__doc__
     # (the annotations too, for inspect.signature and help(); type checkers read them here)
-    _render_fast.render.__annotations__ = dict(getattr(render, "__annotations__", {}))
+    # (resolved here: the compiled function's own namespace does not have their names)
+    _render_fast.render.__annotations__ = _typing.get_type_hints(render)
     render = _render_fast.render

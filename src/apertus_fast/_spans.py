@@ -150,3 +150,10 @@ def _add(spans: list, start: int, end: int) -> None:
         spans[-1] = (spans[-1][0], end)
     else:
         spans.append((start, end))
+
+
+# The annotations' names at run time (typing.get_type_hints; see _render)
+from collections.abc import Iterable, Sequence  # noqa: E402
+
+from ._dialects import Dialect  # noqa: E402
+from ._render import DateArg, Messages, Tools  # noqa: E402

@@ -1587,3 +1587,8 @@ def parse_completion(text: str | bytes, *, dialect: str | Dialect = DEFAULT_DIAL
         raise TypeError(f"parse_completion() takes str or UTF-8 bytes, not {type(text).__name__}")
     parser.close()
     return parser.result()
+
+
+# The annotations' names at run time (typing.get_type_hints; see _render)
+from collections.abc import Callable, Iterable  # noqa: E402
+from typing import Any  # noqa: E402
