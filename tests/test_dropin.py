@@ -683,6 +683,47 @@ def test_formatter_date_passthrough():
     assert "Current date: 2030-01-02<|system_end|>" in text
 
 
+def test_an_assigned_template_is_rendered_as_the_reference_renders_it():
+    """``formatter.template = jinja2.Template(...)`` swaps the template in the
+    reference package; here it was silently ignored (audit). The format methods now
+    render an assigned template with the reference's variables; ``del`` goes back."""
+    jinja2 = pytest.importorskip("jinja2")
+    conv = Conversation([Message.system("sys"), Message.user("hi"), Message.assistant("yo")])
+    f = ApertusFormatter(True, TOOLS, date="2031-02-03")
+    default = f.format_conversation(conv)
+    assert not hasattr(f, "template")
+    f.template = jinja2.Template(
+        "{{ bos_token }}[{{ enable_thinking }}|{{ tools|length }}|{{ add_generation_prompt }}|"
+        "{{ strftime_now('%d.%m.%Y') }}|{{ tojson({'k': 'é'}) }}]"
+        "{% for m in messages %}<{{ m.role }}:{{ m.content }}>{% endfor %}")
+    assert f.format_conversation(conv, add_generation_prompt=True) == (
+        f'<s>[True|{len(TOOLS)}|True|03.02.2031|{{"k": "é"}}]<system:sys><user:hi><assistant:yo>')
+    f.template = jinja2.Template("{{ raise_exception('no such turn') }}")
+    with pytest.raises(jinja2.TemplateError, match="no such turn"):
+        f.format_conversation(conv)
+    f.template = jinja2.Template("{{ bos_token }}x<|assistant_start|> {{ messages[0].content.blocks[0].text }} "
+                                 "<|assistant_end|>y")
+    content = AssistantContent([AssistantBlock(BlockType.RESPONSE, text="hi")])
+    assert f.format_assistant_content(content) == "hi"
+    assert f.format_assistant_message_as_string(Message.assistant(content)) == "hi"
+    del f.template
+    assert f.format_conversation(conv) == default and not hasattr(f, "template")
+    with pytest.raises(AttributeError, match="assign one"):
+        f.template  # noqa: B018
+
+
+@needs_oracle
+def test_the_reference_template_assigned_renders_what_the_renderer_does():
+    conv = Conversation([Message.user("hi"), Message.assistant(
+        AssistantContent([AssistantBlock(BlockType.THOUGHTS, text="hm"),
+                          AssistantBlock(BlockType.RESPONSE, text="yo")]))])
+    for date in ("2031-02-03", None):
+        f = ApertusFormatter(True, TOOLS, date=date)
+        expected = f.format_conversation(conv, add_generation_prompt=True)
+        f.template = compiled("apertus-format-reference")
+        assert f.format_conversation(conv, add_generation_prompt=True) == expected
+
+
 class _GeneralPathFormatter(ApertusFormatter):
     """Messages as a tuple: the compiled hot path declines them, the general renderer
     renders them."""

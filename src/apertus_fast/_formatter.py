@@ -121,6 +121,66 @@ class ApertusFormatter:
         self.dialect = dialect
         self.date = date
 
+    #: A jinja2 template assigned as ``formatter.template`` (None: apertus-fast's renderer).
+    _template: Any = None
+
+    @property
+    def template(self) -> Any:
+        """A template assigned to this formatter (``formatter.template =
+        jinja2.Template(text)``), which the format methods then render instead of
+        apertus-fast's renderer, with the variables the reference package passes its
+        own (``bos_token``, ``messages``, ``enable_thinking``, ``tools``,
+        ``add_generation_prompt``, ``raise_exception``, ``tojson``, ``strftime_now``), as
+        the reference renders a template assigned there. Unassigned, there is none
+        (``AttributeError``): apertus-fast renders without jinja2. ``del
+        formatter.template`` goes back to the renderer."""
+        if self._template is None:
+            raise AttributeError(
+                "'ApertusFormatter' object has no attribute 'template': apertus-fast renders "
+                "without a jinja2 template; assign one (formatter.template = "
+                "jinja2.Template(text)) and the format methods render with it, as the "
+                "reference package does")
+        return self._template
+
+    @template.setter
+    def template(self, value: Any) -> None:
+        self._template = value
+
+    @template.deleter
+    def template(self) -> None:
+        if self._template is None:
+            raise AttributeError("template")
+        self._template = None
+
+    def _template_vars(self, messages, bos_token: str, add_generation_prompt: bool) -> dict:
+        """What the reference package renders its template with (an assigned
+        ``template``). ``strftime_now`` gives ``self.date`` where it is set, else reads
+        ``datetime.now()`` in ``apertus_format.formatter``, as the reference does."""
+        from . import formatter
+
+        def raise_exception(message):
+            raise formatter.TemplateError(message)
+
+        def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+            return formatter.json.dumps(x, ensure_ascii=ensure_ascii, indent=indent,
+                                        separators=separators, sort_keys=sort_keys)
+
+        def strftime_now(format):
+            if self.date is not None:
+                return _dt.date.fromisoformat(render_date(self.date)).strftime(format)
+            return formatter.datetime.now().strftime(format)
+
+        return {
+            "bos_token": bos_token,
+            "messages": messages,
+            "enable_thinking": self.enable_thinking,
+            "tools": self.tools,
+            "add_generation_prompt": add_generation_prompt,
+            "raise_exception": raise_exception,
+            "tojson": tojson,
+            "strftime_now": strftime_now,
+        }
+
     def __repr__(self) -> str:
         return (f"ApertusFormatter(enable_thinking={self.enable_thinking!r}, "
                 f"tools={self.tools!r}, dialect={self.dialect!r}, date={self.date!r})")
@@ -204,6 +264,9 @@ class ApertusFormatter:
         """
         self._validate_format_consistency(conversation.messages)
         messages = self._prepare_messages_for_template(conversation.messages)
+        if self._template is not None:
+            return self._template.render(**self._template_vars(messages, self.BOS_TOKEN,
+                                                               add_generation_prompt))
         try:
             return render(
                 messages,
@@ -228,18 +291,21 @@ class ApertusFormatter:
         """
         message = Message(role=Role.ASSISTANT, content=assistant_content)
         messages = self._prepare_messages_for_template([message])
-        try:
-            full = render(
-                messages,
-                dialect=self.dialect,
-                tools=self.tools,
-                enable_thinking=self.enable_thinking,
-                add_generation_prompt=False,
-                date=self._date(messages),
-                bos_token="",
-            )
-        except RenderError as exc:
-            raise _reference_error(exc) from exc.__cause__
+        if self._template is not None:
+            full = self._template.render(**self._template_vars(messages, "", False))
+        else:
+            try:
+                full = render(
+                    messages,
+                    dialect=self.dialect,
+                    tools=self.tools,
+                    enable_thinking=self.enable_thinking,
+                    add_generation_prompt=False,
+                    date=self._date(messages),
+                    bos_token="",
+                )
+            except RenderError as exc:
+                raise _reference_error(exc) from exc.__cause__
         start = full.find(self.ASSISTANT_START)
         if start == -1:
             return full.strip()
