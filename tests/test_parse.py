@@ -128,6 +128,17 @@ def test_tool_names_skip_declaration_shaped_lines_inside_parameter_blocks(dialec
     assert parse(text, dialect=dialect).tool_names == ["real", "two", "three"]
 
 
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1", "apertus-1.5"])
+def test_tool_names_include_an_empty_name(dialect):
+    """The templates render a tool named "" (``type  = () => any;``); its name was left
+    out of tool_names (audit), so the names no longer lined up with the tools."""
+    tools = [{"name": "", "description": "d"}, {"name": "g", "description": "d"},
+             {"name": "", "description": "e", "parameters": {"type": "object", "properties": {
+                 "a": {"type": "string"}}}}]
+    text = render([{"role": "user", "content": "x"}], tools=tools, dialect=dialect, date=DATE)
+    assert parse(text, dialect=dialect).tool_names == ["", "g", ""]
+
+
 def test_multimodal_parts_and_bytes_input():
     messages = [{"role": "user", "content": [{"type": "text", "text": "Look: "},
                                              {"type": "image_url"}, {"type": "input_audio"}]}]

@@ -71,7 +71,7 @@ _DELIB_ON = "Deliberation: enabled\n"
 _DELIB_OFF = "Deliberation: disabled\n"
 _TOOLS_OFF = "Tool Capabilities: disabled"
 _TOOLS_ON = "Tool Capabilities:\n"
-_TOOL_DECL_RE = re.compile(r"type (.+?) = (?:(\(_: \{)|\(\) => any;)")
+_TOOL_DECL_RE = re.compile(r"type (.*?) = (?:(\(_: \{)|\(\) => any;)")  # (a name may be empty)
 
 
 def _tool_names(tools_text):
