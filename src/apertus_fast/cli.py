@@ -1697,6 +1697,87 @@ def _cmd_completions(args) -> int:
                     lambda n: f"read {_plural(n, 'completion')}")
 
 
+#: a dialect's special tokens that text may spell, which a conversation's text does
+#: not parse back as (not BOS, a token only at the start; not <think> and </think>,
+#: read as tags only in completions)
+_SPELLABLE: dict = {}
+
+
+def _spellable_tokens(dialect) -> tuple:
+    name = getattr(dialect, "name", dialect)
+    tokens = _SPELLABLE.get(name)
+    if tokens is None:
+        from ._dialects import TOKEN_TEXT, Kind, get_dialect
+
+        tokens = _SPELLABLE[name] = tuple(
+            TOKEN_TEXT[k] for k in get_dialect(dialect).token_kinds
+            if k not in (Kind.BOS, Kind.THINK_START, Kind.THINK_END))
+    return tokens
+
+
+def _spelt_token(value, tokens, depth=0):
+    """The first special token that a string in ``value`` (a message's values, nested
+    dicts and lists) spells, or None."""
+    if type(value) is str:
+        if "<" in value:
+            for token in tokens:
+                if token in value:
+                    return token
+        return None
+    if depth < 300:
+        if isinstance(value, dict):
+            value = value.values()
+        elif not isinstance(value, (list, tuple)):
+            return None
+        for item in value:
+            found = _spelt_token(item, tokens, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _close_to_content(key) -> bool:
+    import difflib
+
+    return (isinstance(key, str) and key != "content"
+            and difflib.SequenceMatcher(None, key.lower(), "content").ratio() >= 0.8)
+
+
+def suspicious(messages, tools, dialect) -> list[str]:
+    """What ``validate`` warns about in a conversation that renders, because the
+    training text is then not what its author meant (the template accepts both):
+    a user or tool message without ``"content"`` (rendered as nothing, or as an empty
+    output; a key such as ``"contents"`` is named as a likely misspelling), and text
+    that spells a special token of the dialect (a tokenizer reads it as that token: the
+    model trains on a turn boundary, say, that the conversation did not have)."""
+    out = []
+    if not isinstance(messages, (list, tuple)):
+        return out
+    tokens = _spellable_tokens(dialect)
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role in ("user", "tool") and "content" not in message:
+            near = next((k for k in message if _close_to_content(k)), None)
+            out.append(f'message {i}: a {role} message without "content" renders as '
+                       f'{"nothing" if role == "user" else "an empty output"}'
+                       + (f" (it has {near!r}: misspelt?)" if near is not None else ""))
+        found = _spelt_token({k: v for k, v in message.items() if k != "role"}, tokens)
+        if found is not None:
+            out.append(f"message {i}: its text spells {found}, a special token of "
+                       f"{getattr(dialect, 'name', dialect)}: a tokenizer reads it as that token, "
+                       f"not as text")
+    if isinstance(tools, (list, tuple)):
+        for i, tool in enumerate(tools):
+            found = _spelt_token(tool, tokens)
+            if found is not None:
+                out.append(f"tools[{i}]: its text spells {found}, a special token of "
+                           f"{getattr(dialect, 'name', dialect)}: a tokenizer reads it as that token, "
+                           f"not as text")
+    return out
+
+
 class _ValidateLine(_Handler):
     """``validate``'s work on one line: render a conversation or parse a text, and
     report what fails (no output)."""
@@ -1715,6 +1796,8 @@ class _ValidateLine(_Handler):
                 messages, kw = self.conversation(value)
                 render(messages, **kw)
                 self.conversation.warn_unrendered(lineno, messages, sink)
+                for warning in suspicious(messages, kw.get("tools"), kw["dialect"]):
+                    sink.warning(lineno, warning)
             elif type(value) is str or (type(value) is dict and value.get("text") is not None):
                 self.check_text(_text_of(value), lineno, sink)
             elif type(value) is dict and ("messages" in value or "text" in value):
