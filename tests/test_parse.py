@@ -471,12 +471,17 @@ _CALL_LISTS = [
      "recovered 2 tool call(s)"),
     ('[ { "a" : "s" } , { "b":null } ]', [("a", '"s"'), ("b", "null")], "recovered 2 tool call(s)"),
     ('{"a": 1}, {"b": 2}', [("a", "1"), ("b", "2")], "recovered 2 tool call(s)"),
-    # as the template writes them: no warning, whatever the arguments are
+    # as the template writes them: no warning
     ('[{"a": {"x": 1}}, {"b": {}}]', [("a", '{"x": 1}'), ("b", "{}")], ""),
-    ('[{"a": not json}, {"b": {}}]', [("a", "not json"), ("b", "{}")], ""),
+    # ... read as written, arguments that are not JSON too, each with a warning (a client
+    # that json.loads them fails) at the column where they start
+    ('[{"a": not json}, {"b": {}}]', [("a", "not json"), ("b", "{}")],
+     "column 24: the arguments of tool call 'a' are not JSON: 'not json'"),
     # the compact list with an argument that is not JSON is not JSON either: as written
-    ('[{"a": x},{"b": {}}]', [("a", 'x},{"b": {}')], ""),
-    ('[{"a": {}}{"b": {}}]', [("a", '{}}{"b": {}')], ""),
+    ('[{"a": x},{"b": {}}]', [("a", 'x},{"b": {}')],
+     "column 24: the arguments of tool call 'a' are not JSON: 'x},{\"b\": {}'"),
+    ('[{"a": {}}{"b": {}}]', [("a", '{}}{"b": {}')],
+     "column 24: the arguments of tool call 'a' are not JSON: '{}}{\"b\": {}'"),
 ]
 
 
@@ -490,6 +495,8 @@ def test_lenient_reads_call_lists_written_with_other_json_whitespace(dialect, wr
     if warning.startswith("read"):
         assert r.warnings == [f"line 1, column 17: {warning} from a list not written as the "
                               f"template writes it {written!r}"]
+    elif warning.startswith("column"):
+        assert r.warnings == [f"line 1, {warning}"]
     elif warning:
         assert r.warnings == [f"line 1, column 17: {warning} from malformed text {written!r}"]
     else:

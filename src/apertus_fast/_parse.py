@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
 from ._dialects import DIALECTS as _BUILT_IN
-from ._errors import ApertusError, Lines, ParseError, RenderError
+from ._errors import ApertusError, Lines, ParseError, RenderError, shown
 from ._lex import _DEFAULT_CORE, _table, _utf8_error, utf8_found
 from ._render import render, renders_to
 
@@ -1152,6 +1152,13 @@ class _Builder:
         found, note = lenient_calls_at(raw)
         if note:
             self.recover(body_start if body_start < b else j, note)
+        elif not _all_json(found):
+            # read as written, but a client that json.loads the arguments fails on these
+            base = self.start(body_start) if body_start < self.n else len(self.text)
+            for name, args, at, _head in found:
+                if not _all_json([(name, args)]):
+                    self.recover(k, f"the arguments of tool call {shown(name, 40)} are "
+                                             f"not JSON: {shown(args, 40)}", "", base + at)
         return [(name, args) for name, args, _at, _head in found], nxt
 
     def output_group(self, j, b):
