@@ -264,8 +264,14 @@ class ApertusFormatter:
         """
         self._validate_format_consistency(conversation.messages)
         messages = self._prepare_messages_for_template(conversation.messages)
+        return self._render_prepared(messages, add_generation_prompt, self.BOS_TOKEN)
+
+    def _render_prepared(self, messages, add_generation_prompt: bool, bos_token: str) -> str:
+        """The template's message dicts rendered: by an assigned ``template`` as the
+        reference renders its own, else by apertus-fast's renderer, whose errors are
+        raised as the reference's (:func:`_reference_error`)."""
         if self._template is not None:
-            return self._template.render(**self._template_vars(messages, self.BOS_TOKEN,
+            return self._template.render(**self._template_vars(messages, bos_token,
                                                                add_generation_prompt))
         try:
             return render(
@@ -275,7 +281,7 @@ class ApertusFormatter:
                 enable_thinking=self.enable_thinking,
                 add_generation_prompt=add_generation_prompt,
                 date=self._date(messages),
-                bos_token=self.BOS_TOKEN,
+                bos_token=bos_token,
             )
         except RenderError as exc:
             raise _reference_error(exc) from exc.__cause__
@@ -291,21 +297,7 @@ class ApertusFormatter:
         """
         message = Message(role=Role.ASSISTANT, content=assistant_content)
         messages = self._prepare_messages_for_template([message])
-        if self._template is not None:
-            full = self._template.render(**self._template_vars(messages, "", False))
-        else:
-            try:
-                full = render(
-                    messages,
-                    dialect=self.dialect,
-                    tools=self.tools,
-                    enable_thinking=self.enable_thinking,
-                    add_generation_prompt=False,
-                    date=self._date(messages),
-                    bos_token="",
-                )
-            except RenderError as exc:
-                raise _reference_error(exc) from exc.__cause__
+        full = self._render_prepared(messages, False, "")
         start = full.find(self.ASSISTANT_START)
         if start == -1:
             return full.strip()

@@ -1257,24 +1257,22 @@ def _is_display_answers(calls):
 
 def _block_calls(calls, openai_shapes):
     """``<|tools_prefix|>[{"name": arguments}, ...]<|tools_suffix|>`` of a block."""
-    try:
-        return _block_calls_of(calls, openai_shapes)
-    except _ERRORS as exc:
-        raise _not_a_list(exc, calls, 'a tool_calls block\'s "calls"') from _cause(exc)
+    return _call_list(calls, openai_shapes, _block_call, 'a tool_calls block\'s "calls"', "calls")
 
 
-def _block_calls_of(calls, openai_shapes):
+def _call_list(calls, openai_shapes, one, field, where):
+    """The tool-call list of ``calls``, each call written by ``one``. An error names the
+    call by its index (``where[j]: ...``), or says that ``calls`` (``field``) is no list."""
     parts = []
     j = -1
     call = None
     try:
-        for call in seq(calls, 'a tool_calls block\'s "calls"'):
+        for call in seq(calls, field):
             j += 1
-            parts.append(_block_call(call, openai_shapes))
+            parts.append(one(call, openai_shapes))
     except _ERRORS as exc:
-        if j < 0:
-            raise
-        raise _at_item(exc, calls, "calls", j, call, "a tool call (a dict)") from _cause(exc)
+        failed = exc if j < 0 else _at_item(exc, calls, where, j, call, "a tool call (a dict)")
+        raise _not_a_list(failed, calls, field) from _cause(exc)
     return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
 
 
@@ -1297,25 +1295,7 @@ def _block_call(call, openai_shapes):
 
 def _legacy_calls(calls, openai_shapes):
     """The same for an OpenAI-style ``message.tool_calls`` list."""
-    try:
-        return _legacy_calls_of(calls, openai_shapes)
-    except _ERRORS as exc:
-        raise _not_a_list(exc, calls, 'the message\'s "tool_calls"') from _cause(exc)
-
-
-def _legacy_calls_of(calls, openai_shapes):
-    parts = []
-    j = -1
-    call = None
-    try:
-        for call in seq(calls, 'the message\'s "tool_calls"'):
-            j += 1
-            parts.append(_legacy_call(call, openai_shapes))
-    except _ERRORS as exc:
-        if j < 0:
-            raise
-        raise _at_item(exc, calls, "tool_calls", j, call, "a tool call (a dict)") from _cause(exc)
-    return TOOLS_PREFIX + "[" + ", ".join(parts) + "]" + TOOLS_SUFFIX
+    return _call_list(calls, openai_shapes, _legacy_call, 'the message\'s "tool_calls"', "tool_calls")
 
 
 def _legacy_call(call, openai_shapes):
