@@ -1158,7 +1158,7 @@ class _Builder:
             for name, args, at, _head in found:
                 if not _all_json([(name, args)]):
                     self.recover(k, f"the arguments of tool call {shown(name, 40)} are "
-                                             f"not JSON: {shown(args, 40)}", "", base + at)
+                                    f"not JSON: {shown(args, 40)}", "", base + at)
         return [(name, args) for name, args, _at, _head in found], nxt
 
     def output_group(self, j, b):

@@ -1697,9 +1697,9 @@ def _cmd_completions(args) -> int:
                     lambda n: f"read {_plural(n, 'completion')}")
 
 
-#: a dialect's special tokens that text may spell, which a conversation's text does
-#: not parse back as (not BOS, a token only at the start; not <think> and </think>,
-#: read as tags only in completions)
+#: a dialect's special tokens, which a tokenizer reads as tokens wherever text spells
+#: them (not BOS, a token only at the start; not <think> and </think>, which a
+#: conversation's text reads back as text)
 _SPELLABLE: dict = {}
 
 
