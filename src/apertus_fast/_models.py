@@ -91,7 +91,7 @@ class TextPart:
         return {"type": self.type, "text": self.text}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, str]) -> "TextPart":
+    def from_dict(cls, data: Dict[str, str]) -> TextPart:
         return cls(text=data["text"], type=data.get("type", "text"))
 
 
@@ -105,7 +105,7 @@ class SystemContent:
         return {"text": self.text}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, str]) -> "SystemContent":
+    def from_dict(cls, data: Dict[str, str]) -> SystemContent:
         return cls(text=data["text"])
 
 
@@ -119,7 +119,7 @@ class UserContent:
         return {"parts": [part.to_dict() for part in self.parts]}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "UserContent":
+    def from_dict(cls, data: Dict[str, Any]) -> UserContent:
         return cls(parts=[TextPart.from_dict(p) for p in data["parts"]])
 
 
@@ -134,7 +134,7 @@ class ToolCall:
         return {"name": self.name, "arguments": self.arguments}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, str]) -> "ToolCall":
+    def from_dict(cls, data: Dict[str, str]) -> ToolCall:
         return cls(name=data["name"], arguments=data["arguments"])
 
 
@@ -148,7 +148,7 @@ class ToolOutput:
         return {"output": self.output}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, str]) -> "ToolOutput":
+    def from_dict(cls, data: Dict[str, str]) -> ToolOutput:
         return cls(output=data["output"])
 
 
@@ -201,7 +201,7 @@ class AssistantBlock:
         return result
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "AssistantBlock":
+    def from_dict(cls, data: Dict[str, Any]) -> AssistantBlock:
         # In the reference's order (the type first, then text, calls, outputs), so that
         # bad data raises the reference's first error: an unknown type is a ValueError
         # ("'bogus' is not a valid BlockType") whatever its calls or outputs hold.
@@ -226,7 +226,7 @@ class AssistantContent:
         return {"blocks": [block.to_dict() for block in self.blocks]}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "AssistantContent":
+    def from_dict(cls, data: Dict[str, Any]) -> AssistantContent:
         return cls(blocks=[AssistantBlock.from_dict(b) for b in data["blocks"]])
 
 
@@ -264,7 +264,7 @@ class Message:
         return result
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "Message":
+    def from_dict(cls, data: Dict[str, Any]) -> Message:
         """Read a message dict. Structured content is recognised by role and key
         (system ``text``, user ``parts``, assistant ``blocks``); any other content is
         kept raw. ``tool_calls`` entries of type ``"function"`` become :class:`ToolCall`
@@ -289,37 +289,37 @@ class Message:
         return cls(role=role, content=content, tool_calls=tool_calls)
 
     @classmethod
-    def system(cls, text: str) -> "Message":
+    def system(cls, text: str) -> Message:
         """A system message with string content."""
         return cls(role=Role.SYSTEM, content=text)
 
     @classmethod
-    def system_with_mapping(cls, text: str) -> "Message":
+    def system_with_mapping(cls, text: str) -> Message:
         """A system message with structured (``{"text": ...}``) content."""
         return cls(role=Role.SYSTEM, content=SystemContent(text))
 
     @classmethod
-    def user(cls, text: str) -> "Message":
+    def user(cls, text: str) -> Message:
         """A user message with string content."""
         return cls(role=Role.USER, content=text)
 
     @classmethod
-    def user_with_parts(cls, parts: List[TextPart]) -> "Message":
+    def user_with_parts(cls, parts: List[TextPart]) -> Message:
         """A user message with structured parts."""
         return cls(role=Role.USER, content=UserContent(parts))
 
     @classmethod
-    def assistant(cls, text: str) -> "Message":
+    def assistant(cls, text: str) -> Message:
         """An assistant message with string content."""
         return cls(role=Role.ASSISTANT, content=text)
 
     @classmethod
-    def assistant_with_blocks(cls, blocks: List[AssistantBlock]) -> "Message":
+    def assistant_with_blocks(cls, blocks: List[AssistantBlock]) -> Message:
         """An assistant message with structured blocks."""
         return cls(role=Role.ASSISTANT, content=AssistantContent(blocks))
 
     @classmethod
-    def tool(cls, content: str) -> "Message":
+    def tool(cls, content: str) -> Message:
         """A tool message (the output of a legacy tool call)."""
         return cls(role=Role.TOOL, content=content)
 
@@ -334,7 +334,7 @@ class Conversation:
         return {"messages": [m.to_dict() for m in self.messages]}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "Conversation":
+    def from_dict(cls, data: Dict[str, Any]) -> Conversation:
         return cls(messages=[Message.from_dict(m) for m in data["messages"]])
 
     def to_json(self, indent: Optional[int] = None) -> str:
@@ -343,11 +343,11 @@ class Conversation:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_json(cls, json_str: str) -> "Conversation":
+    def from_json(cls, json_str: str) -> Conversation:
         return cls.from_dict(json.loads(json_str))
 
     @classmethod
-    def from_messages(cls, messages: List[Message]) -> "Conversation":
+    def from_messages(cls, messages: List[Message]) -> Conversation:
         return cls(messages=messages)
 
 
