@@ -93,9 +93,13 @@ so `apertus-fast render` reads it back.
 Parquet: rows of a "text" column in; -o NAME.parquet writes the same fields as
 columns ("messages" as JSON text). See docs/cli.md, "Parquet".
 
+Give the --dialect the text was rendered in: text of another dialect can read as
+valid (the tokens this one lacks, such as apertus-1.5's <|tool_output_start|>, as
+text), into other turns and so other loss-mask spans.
+
 examples:
   apertus-fast parse samples/rendered-apertus-1.5.txt --dialect apertus-1.5
-  apertus-fast parse rendered.jsonl -o conversations.jsonl
+  apertus-fast parse rendered.jsonl --dialect apertus-1 -o conversations.jsonl
   apertus-fast parse model-outputs.jsonl --lenient --skip-errors -o recovered.jsonl
 """
 
