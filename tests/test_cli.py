@@ -1685,6 +1685,31 @@ def test_raw_lenient_warnings_name_their_line(tmp_path, capsys, command):
     assert warnings and all(w.startswith(f"{src}:3: warning: line 3, column ") for w in warnings), warnings
 
 
+@pytest.mark.parametrize("command", ["parse", "validate"])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_text_of_another_dialect_is_reported_as_a_warning(tmp_path, command, jobs):
+    """apertus-1.5 text read as apertus-1 parses (it is valid text of it) with a warning
+    at its line, counted, as lenient recoveries are; the library's DialectWarning is not
+    printed besides."""
+    msgs = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": {"blocks": [
+                {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}]},
+                {"type": "tool_outputs", "outputs": [{"output": "42"}]},
+                {"type": "response", "text": "ok"}]}}]
+    text = render(msgs, dialect="apertus-1.5", date=DATE)
+    plain = render(msgs[:1], dialect="apertus-1", date=DATE)
+    src = write_lines(tmp_path / "texts.jsonl", [json.dumps({"text": plain}), json.dumps(text)])
+    extra = ["-o", str(tmp_path / "out.jsonl")] if command == "parse" else []
+    done = run_cli(command, src, "--dialect", "apertus-1", "-j", jobs, *extra)
+    err = done.stderr.decode() + (done.stdout.decode() if command == "validate" else "")
+    assert done.returncode == 0, err
+    at = text.index("<|tool_output_start|>")
+    line, column = text[:at].count("\n") + 1, at - text.rfind("\n", 0, at)
+    assert (f"{src}:2: warning: line {line}, column {column}: <|tool_output_start|> is a token "
+            "of apertus-1.5, not of apertus-1, and was read as text") in err
+    assert err.count("warning:") == 1 and "1 warning" in err and "DialectWarning" not in err
+
+
 def test_validate_end_to_end(tmp_path, capsys):
     parse = _real_parse()
     convs = sample_values()[:2]

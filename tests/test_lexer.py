@@ -656,8 +656,53 @@ def test_table_validation(core):
         mod.Table({f"<t{i:02d}>": i for i in range(40)})
     table = mod.Table({"<ab>": 5, "<abc|": 6}, start_only=["<ab>"])
     assert "Table" in repr(table)
-    buf, stop, rs, err, code = mod.scan_chunk(table, "<ab><ab><abc|", 0, 0, None, True)
-    assert list(buf) == [5, 0, 4, 0, 4, 8, 6, 8, 13] and (stop, rs, err) == (13, 13, -1)
+    buf, stop, rs, err, code, foreign = mod.scan_chunk(table, "<ab><ab><abc|", 0, 0, None, True)
+    assert list(buf) == [5, 0, 4, 0, 4, 8, 6, 8, 13] and (stop, rs, err, foreign) == (13, 13, -1, -1)
+
+
+@pytest.mark.parametrize("core", [
+    pytest.param("cython", marks=pytest.mark.skipif(_lex._lexer_c is None, reason=NOT_COMPILED)),
+    "python"])
+def test_foreign_table_validation(core):
+    """Foreign spellings follow the tokens' rules, and are none of the tokens, none a
+    prefix of a token or of each other, and no start-only token."""
+    mod = _lex._core_for(core)
+    tokens = {"<|a|>": 2, "<s>": 1}
+    for foreign in (["<|a|>"], ["<|a"], ["<|a|>x"], ["abc"], ["<|b|>", "<|b|>"], ["<|b", "<|b|>"],
+                    ["<|" + "x" * 40 + "|>"], [f"<|f{i:02d}|>" for i in range(31)]):
+        with pytest.raises(ValueError):
+            mod.Table(tokens, ["<s>"], foreign)
+    with pytest.raises(ValueError):
+        mod.Table(tokens, ["<|b|>"], ["<|b|>"])
+    table = mod.Table(tokens, ["<s>"], iter(["<|b|>", "<|c|>"]))
+    assert table.tokens == tokens and table.foreign == {"<|b|>", "<|c|>"}
+    assert "foreign=['<|b|>', '<|c|>']" in repr(table)
+
+
+@pytest.mark.parametrize("core", [
+    pytest.param("cython", marks=pytest.mark.skipif(_lex._lexer_c is None, reason=NOT_COMPILED)),
+    "python"])
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_foreign_spellings_stay_text_and_are_located(core, as_bytes):
+    """A foreign spelling is left in its text run (the events are those of the table
+    without it) and ``scan_chunk`` gives the absolute offset of the first one; a
+    prefix of one at the end is held back like a token's, until it is decided."""
+    mod = _lex._core_for(core)
+    plain = mod.Table({"<|a|>": 2, "<s>": 1}, ["<s>"])
+    noting = mod.Table({"<|a|>": 2, "<s>": 1}, ["<s>"], ["<|b|>"])
+    conv = (lambda t: t.encode()) if as_bytes else (lambda t: t)
+    for text, first in [("x<|b|>y<|a|>z<|b|>", 1), ("<|b|><|b|>", 0), ("<|a|>é<|b", -1),
+                        ("<|b|", -1), ("no tokens", -1), ("<s><|b|><|a|>", 3)]:
+        got = mod.scan_chunk(noting, conv(text), 0, 0, None, True)
+        want = mod.scan_chunk(plain, conv(text), 0, 0, None, True)
+        at = first if first < 0 or not as_bytes else len(text[:first].encode())
+        assert list(got[0]) == list(want[0]) and got[1:5] == want[1:5] and got[5] == at
+        assert want[5] == -1
+    # absolute offsets (base), and a prefix held back when not final
+    buf, stop, rs, _err, _code, foreign = mod.scan_chunk(noting, conv("ab<|b|>c<|b"), 1, 100, None, False)
+    assert (stop, rs, foreign) == (8, 101, 102) and list(buf) == []
+    buf, stop, rs, _err, _code, foreign = mod.scan_chunk(plain, conv("ab<|b|>c<|b"), 1, 100, None, False)
+    assert (stop, foreign) == (11, -1)
 
 
 @pytest.mark.parametrize("core", [
@@ -677,7 +722,7 @@ def test_scan_chunk_argument_checks(core):
     with pytest.raises(BufferError):
         mod.scan_chunk(table, memoryview(b"abcd")[::2], 0, 0, None, True)
     # a scan from the middle, continuing an open text run
-    buf, stop, rs, err, code = mod.scan_chunk(table, "xx<|image|>yy<|ima", 1, 10, 5, False)
+    buf, stop, rs, err, code, _foreign = mod.scan_chunk(table, "xx<|image|>yy<|ima", 1, 10, 5, False)
     assert list(buf) == [0, 5, 12, int(Kind.IMAGE), 12, 21]
     assert (stop, rs, err, code) == (13, 21, -1, 0)
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apertus_fast import _lex
-from apertus_fast._dialects import DIALECTS, TOKEN_TEXT
+from apertus_fast._dialects import DIALECTS, TOKEN_TEXT, foreign_tokens
 from apertus_fast._errors import ParseError
 from apertus_fast._lex import Lexer, lex
 
@@ -101,6 +101,38 @@ def test_cython_equals_python_on_any_str(text, data, dialect):
         i = data.draw(st.integers(0, len(text)))
         text = text[:i] + data.draw(st.sampled_from(SPELLINGS + LOOK_ALIKES)) + text[i:]
     assert tuples(lex(text, dialect, backend="cython")) == tuples(lex(text, dialect, backend="python"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@SETTINGS
+@given(text=any_text, dialect=dialects, as_bytes=st.booleans(), final=st.booleans())
+def test_foreign_tokens_are_text_and_the_first_is_located(backend, text, dialect, as_bytes, final):
+    """With a dialect's table that notes the other dialects' tokens (``parse`` scans
+    with it), the events are those of the plain table, the compiled scanner and the
+    twin agree, and ``foreign_at`` is where the first foreign spelling starts: no
+    spelling contains a ``<`` after its first character, so none hides in another."""
+    core = _lex._core_for(backend)
+    d = DIALECTS[dialect]
+    data = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    got = core.scan_chunk(_lex._table(core, d, True), data, 0, 0, None, final)
+    want = core.scan_chunk(_lex._table(core, d), data, 0, 0, None, final)
+    foreign = foreign_tokens(d)
+    places = [data.find(f.encode() if as_bytes else f) for f in foreign]
+    first = min((p for p in places if p >= 0), default=-1)
+    if got[3] >= 0:   # (invalid UTF-8: no events, nothing located)
+        assert got[:5] == want[:5] and got[5] == -1
+        return
+    assert list(got[0]) == list(want[0]) and got[2:5] == want[2:5] and got[5] == first
+    if final:
+        assert got[1] == want[1]
+    else:   # a foreign spelling's prefix at the end is held back as a token's is
+        assert got[1] <= want[1]
+    if HAVE_C and backend == "python":
+        other = _lex._core_for("cython")
+        assert tuple(other.scan_chunk(_lex._table(other, d, True), data, 0, 0, None, final))[1:] \
+            == tuple(got[1:])
+        assert list(other.scan_chunk(_lex._table(other, d, True), data, 0, 0, None, final)[0]) \
+            == list(got[0])
 
 
 @SETTINGS

@@ -4,10 +4,12 @@ lenient recovery. The laws over generated conversations are in test_laws.py."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 
-from apertus_fast import Conversation, Message, ParseError, StreamParser, normalize, parse, render
+from apertus_fast import (Conversation, DialectWarning, Message, ParseError, StreamParser, normalize,
+                          parse, render)
 from apertus_fast._parse import split_tool_calls, split_tool_outputs
 from tests.fresh import run_python
 from tests.strategies import tool_turns
@@ -726,6 +728,69 @@ def test_lenient_think_tags_are_read_as_reasoning_with_a_warning():
     assert lenient.warnings == [
         f"line {line}, column {column}: <think> read as <|inner_prefix|>",
         f"line {line}, column {column + 10}: </think> read as <|inner_suffix|>"]
+
+
+_TOOL_TURN = [
+    {"role": "user", "content": {"parts": [{"type": "text", "text": "look"}, {"type": "image"}]}},
+    {"role": "assistant", "content": {"blocks": [
+        {"type": "tool_calls", "calls": [{"name": "f", "arguments": "{}"}]},
+        {"type": "tool_outputs", "outputs": [{"output": "42"}]},
+        {"type": "response", "text": "ok"}]}}]
+
+
+@pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1"])
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_text_of_another_dialect_is_parsed_with_a_warning(dialect, as_bytes):
+    """apertus-1.5 text is valid text of the other dialects, with its tool-output
+    tokens as text (which loss masks would then train on): parsing says so, in the
+    result's warnings and, strict, as a DialectWarning attributed to the caller."""
+    text = render(_TOOL_TURN, dialect="apertus-1.5", date=DATE)
+    first = min(i for i in (text.find("<|tool_output_start|>"), text.find("<|image|>")
+                            if dialect == "apertus-format-reference" else -1) if i >= 0)
+    token = text[first:text.index("|>", first) + 2]
+    line, column = text[:first].count("\n") + 1, first - text.rfind("\n", 0, first)
+    expected = (f"line {line}, column {column}: {token} is a token of "
+                f"{'apertus-1 and apertus-1.5' if token == '<|image|>' else 'apertus-1.5'}, "
+                f"not of {dialect}, and was read as text; if it was rendered in "
+                f"{'apertus-1 or apertus-1.5' if token == '<|image|>' else 'apertus-1.5'}, "
+                "parse it as that")
+    data = text.encode() if as_bytes else text
+    with pytest.warns(DialectWarning) as caught:
+        result = parse(data, dialect=dialect)
+    assert [str(w.message) for w in caught] == [expected] and result.warnings == [expected]
+    assert caught[0].filename == __file__
+    assert result.render() == text   # (as text of this dialect, it renders back)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse(data, dialect=dialect, strict=False).warnings[-1] == expected
+        assert parse(data, dialect="apertus-1.5").warnings == []
+
+
+def test_no_dialect_warning_for_the_tokens_of_any_dialect():
+    """<s>, <think> and </think> are plausible text anywhere (markup, other models'
+    reasoning): no warning; nor for a dialect's own tokens."""
+    for dialect in ["apertus-format-reference", "apertus-1", "apertus-1.5"]:
+        text = render([{"role": "user", "content": "x <s> <think>a</think> <|image"},
+                       {"role": "assistant", "content": "y"}], dialect=dialect, date=DATE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert parse(text, dialect=dialect).warnings == []
+    text = render(_TOOL_TURN, dialect="apertus-1", date=DATE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse(text, dialect="apertus-1").warnings == []
+        assert parse(text, dialect="apertus-1.5").warnings == []   # (1.5 has <|image|>)
+
+
+def test_content_that_spells_another_dialects_token_is_warned_about_once():
+    """A user message that quotes another dialect's tokens reads as it should (text)
+    and is warned about: the warning names the first, once per parse."""
+    messages = [{"role": "user", "content": "What do <|audio|> and <|tool_output_end|> do?"},
+                {"role": "assistant", "content": "They mark audio and tool outputs."}]
+    text = render(messages, dialect="apertus-1", date=DATE)
+    with pytest.warns(DialectWarning, match=r"<\|audio\|> is a token of apertus-1\.5, not of apertus-1"):
+        result = parse(text, dialect="apertus-1")
+    assert result.messages[-2:] == messages and len(result.warnings) == 1
 
 
 @pytest.mark.parametrize("dialect", ["apertus-format-reference", "apertus-1"])

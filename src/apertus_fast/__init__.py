@@ -42,6 +42,7 @@ _EXPORTS = {
     "ApertusError": "_errors",
     "RenderError": "_errors",
     "ParseError": "_errors",
+    "DialectWarning": "_errors",
     # lexing
     "lex": "_lex",
     "Event": "_lex",

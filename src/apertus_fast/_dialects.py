@@ -204,3 +204,18 @@ def get_dialect(dialect: str | Dialect) -> Dialect:
     except (KeyError, TypeError):
         known = ", ".join(sorted(DIALECTS))
         raise ValueError(f"unknown dialect {dialect!r}; known dialects: {known}") from None
+
+
+def foreign_tokens(dialect: Dialect) -> tuple[str, ...]:
+    """The ``<|...|>`` tokens of the other dialects that ``dialect`` lacks, which are
+    text in it (the lexer notes where one is: a text with one was most likely rendered
+    in another dialect). ``<s>``, ``<think>`` and ``</think>`` are not among them:
+    they are plausible in any text (markup, other models' reasoning)."""
+    own = {TOKEN_TEXT[k] for k in dialect.token_kinds}
+    return tuple(sorted({TOKEN_TEXT[k] for d in DIALECTS.values() for k in d.token_kinds
+                         if TOKEN_TEXT[k].startswith("<|")} - own))
+
+
+def dialects_with(spelling: str) -> list[str]:
+    """The names of the dialects that have ``spelling`` as a token."""
+    return [name for name, d in DIALECTS.items() if spelling in d.tokens]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+import warnings
 from bisect import bisect_left
 
-__all__ = ["ApertusError", "RenderError", "ParseError"]
+__all__ = ["ApertusError", "RenderError", "ParseError", "DialectWarning"]
 
 
 def _restore(cls, args):
@@ -200,6 +203,30 @@ class ParseError(ApertusError, ValueError):
             chunk = bytes(chunk).decode("utf-8", "replace")
         return cls(reason, offset=offset, line=line, column=column,
                    expected=expected, found=found, excerpt=chunk)
+
+
+class DialectWarning(UserWarning):
+    """Text parsed in one dialect spells a special token of another (such as
+    ``<|tool_output_start|>`` in ``apertus-1``), which reads as text there: the text
+    was most likely rendered in that other dialect. ``parse`` lists it in the result's
+    ``warnings`` and, strict, also warns with this category (``warnings.simplefilter(
+    "error", DialectWarning)`` makes it an error)."""
+
+
+#: This package's directory: frames of its Python modules are not the caller's.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn``, attributed to the first frame outside this package (the user's
+    call of ``parse``, whether the modules between run compiled, without frames, or as
+    Python)."""
+    frame = sys._getframe(0)   # (this function's own: this module is never compiled)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class Lines:

@@ -24,7 +24,7 @@ from array import array
 from itertools import repeat
 from typing import NamedTuple, Union
 
-from ._dialects import DEFAULT_DIALECT, TOKEN_TEXT, Dialect, Kind, get_dialect
+from ._dialects import DEFAULT_DIALECT, TOKEN_TEXT, Dialect, Kind, foreign_tokens, get_dialect
 from ._errors import ParseError
 from . import _lexer_py
 
@@ -74,13 +74,16 @@ def _core_for(backend):
     raise ValueError(f"unknown lexer backend {backend!r}; use 'cython' or 'python'")
 
 
-def _table(core, dialect: Dialect):
-    key = (core.__name__, dialect.token_kinds)
+def _table(core, dialect: Dialect, foreign: bool = False):
+    """``core``'s table of ``dialect``'s tokens; with ``foreign``, one that also notes
+    the other dialects' tokens (``foreign_tokens``), for ``parse``."""
+    key = (core.__name__, dialect.token_kinds, foreign)
     table = _TABLES.get(key)
     if table is None:
         start_only = (TOKEN_TEXT[Kind.BOS],) if Kind.BOS in dialect.token_kinds else ()
         tokens = {spelling: int(kind) for spelling, kind in dialect.tokens.items()}
-        table = _TABLES[key] = core.Table(tokens, start_only)
+        table = _TABLES[key] = core.Table(tokens, start_only,
+                                          foreign_tokens(dialect) if foreign else ())
     return table
 
 
@@ -145,7 +148,7 @@ def scan(data: Data, dialect: str | Dialect = DEFAULT_DIALECT, *, backend: str |
     data = _prepare(data)
     core = _core_for(backend)
     table = _table(core, get_dialect(dialect))
-    buf, _stop, _rs, err, code = core.scan_chunk(table, data, 0, 0, None, True)
+    buf, _stop, _rs, err, code, _foreign = core.scan_chunk(table, data, 0, 0, None, True)
     if err >= 0:
         raise _utf8_error(data, err, code)
     return buf
@@ -317,7 +320,7 @@ class Lexer:
 
     def _scan(self, data, final: bool) -> list[Event]:
         base = self._base
-        buf, stop, rs, err, code = self._core.scan_chunk(
+        buf, stop, rs, err, code, _foreign = self._core.scan_chunk(
             self._table, data, 0, base, self._run_start, final)
         if err >= 0:
             self._closed = True

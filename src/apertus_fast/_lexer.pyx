@@ -107,6 +107,7 @@ ERROR_REASONS = {1: "invalid start byte", 2: "invalid continuation byte",
 cdef enum:
     _NO_MATCH = -1
     _NEED_MORE = -2
+    _FOREIGN = -3     # the spelling of a token of another dialect: text, but noted
 
 # Results of _scan besides a stop index >= 0.
 cdef enum:
@@ -139,6 +140,8 @@ ctypedef struct evbuf_t:
     int64_t *data
     Py_ssize_t len
     Py_ssize_t cap
+    # absolute offset of the first foreign spelling scanned (-1: none)
+    int64_t foreign_at
 
 ctypedef fused char_t:
     uint8_t
@@ -146,10 +149,10 @@ ctypedef fused char_t:
     uint32_t
 
 
-def _check_tokens(tokens, start_only):
+def _check_tokens(tokens, start_only, foreign=()):
     """Validate a token table with the pure-Python twin's rules (one definition of
     them); the core wants the tokens ordered by their third character."""
-    items, start_only = _check_token_rules(tokens, start_only)
+    items, start_only = _check_token_rules(tokens, start_only, foreign)
     if _check_limits[0] != _MAX_TOKEN_LEN or _check_limits[1] != _MAX_TOKENS:
         raise RuntimeError("the token limits of _lexer and _lexer_py differ")
     items.sort(key=lambda it: (it[0][2], it[0]))
@@ -164,18 +167,25 @@ cdef class Table:
     start with ``<``, contain no other ``<``, and none is a prefix of another (so at
     most one token matches at a position). Spellings in ``start_only`` are tokens
     only at absolute offset 0 of the stream (``<s>``).
+
+    ``foreign``: spellings that are text here but tokens of another dialect (the same
+    rules; none a prefix of another or of a token). They are matched like tokens and
+    left in their text run; ``scan_chunk`` reports where the first one was.
     """
 
     cdef table_t t
     cdef readonly object tokens
     cdef readonly frozenset start_only
+    cdef readonly frozenset foreign
 
-    def __init__(self, tokens, start_only=()):
+    def __init__(self, tokens, start_only=(), foreign=()):
         cdef int i, h, w
         cdef bytes raw
         cdef unsigned char ones[_MAX_TOKEN_LEN]
-        items, start_only = _check_tokens(tokens, start_only)
-        self.tokens = {s: k for s, k in items}
+        foreign = tuple(foreign)
+        items, start_only = _check_tokens(tokens, start_only, foreign)
+        self.foreign = frozenset(foreign)
+        self.tokens = {s: k for s, k in items if s not in self.foreign}
         self.start_only = start_only
         items.sort(key=lambda it: (_hash2(ord(it[0][1]), ord(it[0][2])), it[0]))
         self.t.ntok = len(items)
@@ -184,7 +194,7 @@ cdef class Table:
             memset(&self.t.tok[i], 0, sizeof(tok_t))
             memcpy(self.t.tok[i].text, <const char*>raw, len(raw))
             self.t.tok[i].length = len(raw)
-            self.t.tok[i].kind = kind
+            self.t.tok[i].kind = _FOREIGN if spelling in self.foreign else kind
             self.t.tok[i].start_only = spelling in start_only
             self.t.tok[i].nwords = (len(raw) + 7) // 8
             for w in range(_MAX_TOKEN_LEN):
@@ -200,7 +210,8 @@ cdef class Table:
             self.t.bucket[h] = i
 
     def __repr__(self):
-        return f"Table({self.tokens!r}, start_only={set(self.start_only)!r})"
+        return (f"Table({self.tokens!r}, start_only={set(self.start_only)!r}"
+                + (f", foreign={sorted(self.foreign)!r})" if self.foreign else ")"))
 
 
 cdef inline int _hash2(uint32_t c1, uint32_t c2) noexcept nogil:
@@ -210,8 +221,9 @@ cdef inline int _hash2(uint32_t c1, uint32_t c2) noexcept nogil:
 
 cdef inline int64_t _match(const char_t *s, Py_ssize_t j, Py_ssize_t n, bint at0,
                            const table_t *t, Py_ssize_t *tlen) noexcept nogil:
-    """Token at s[j] (which is '<')? Returns its kind (length in *tlen), _NO_MATCH,
-    or _NEED_MORE when s[j:n] is a proper prefix of a token."""
+    """Token at s[j] (which is '<')? Returns its kind (length in *tlen), _FOREIGN
+    (length in *tlen) for a foreign spelling, _NO_MATCH, or _NEED_MORE when s[j:n] is
+    a proper prefix of a token or a foreign spelling."""
     cdef Py_ssize_t avail = n - j
     cdef Py_ssize_t m, k
     cdef int a, b, x, h, w
@@ -399,6 +411,10 @@ cdef Py_ssize_t _scan(const char_t *s, Py_ssize_t n, Py_ssize_t pos, int64_t bas
                 return _SCAN_NO_MEMORY
             i = j + tlen
             run_start[0] = base + i
+        elif kind == _FOREIGN:
+            if out.foreign_at < 0:
+                out.foreign_at = base + j
+            i = j + tlen     # (text: the run goes on)
         elif kind == _NEED_MORE and not final:
             return j
         else:
@@ -435,7 +451,7 @@ def scan_chunk(Table table not None, data, Py_ssize_t pos=0, int64_t base=0,
 
     ``run_start`` is the absolute offset where the currently open text run began
     (default ``base + pos``: none open). Returns ``(events, stop, run_start, err_at,
-    err_code)``: ``events`` is an ``array('q')`` of flat ``kind, start, end`` triples
+    err_code, foreign_at)``: ``events`` is an ``array('q')`` of flat ``kind, start, end`` triples
     (absolute offsets, kind 0 = text); ``data[stop:]`` was not consumed (a possible
     token prefix or incomplete UTF-8 sequence; always empty when ``final``);
     ``run_start`` is the updated start of the open text run (``== base + stop`` when
@@ -443,6 +459,9 @@ def scan_chunk(Table table not None, data, Py_ssize_t pos=0, int64_t base=0,
     sequence with ``err_code`` one of the ``ERR_*`` constants (the events are then
     empty). When ``final``, the trailing text run is emitted and token prefixes at
     the end are text.
+
+    ``foreign_at`` is the absolute offset of the first of the table's ``foreign``
+    spellings scanned by this call, or -1.
     """
     cdef Py_buffer view
     cdef bint have_view = False
@@ -483,6 +502,7 @@ def scan_chunk(Table table not None, data, Py_ssize_t pos=0, int64_t base=0,
         out.data = NULL
         out.len = 0
         out.cap = 0
+        out.foreign_at = -1
         if n - pos >= _NOGIL_THRESHOLD:
             with nogil:
                 stop = _scan_dispatch(ptr, ukind, n, pos, base, &rs, final, validate,
@@ -493,9 +513,9 @@ def scan_chunk(Table table not None, data, Py_ssize_t pos=0, int64_t base=0,
         if stop == _SCAN_NO_MEMORY:
             raise MemoryError()
         if stop == _SCAN_UTF8_ERROR:
-            return array.clone(_INT64, 0, False), pos, base + pos, err_at, err_code
+            return array.clone(_INT64, 0, False), pos, base + pos, err_at, err_code, -1
         array.resize(res, out.len)
-        return res, stop, rs, -1, 0
+        return res, stop, rs, -1, 0, out.foreign_at
     finally:
         if have_view:
             PyBuffer_Release(&view)

@@ -29,10 +29,16 @@ ERROR_REASONS = {1: "invalid start byte", 2: "invalid continuation byte",
 _REASON_CODES = {v: k for k, v in ERROR_REASONS.items()}
 
 
-def _check_tokens(tokens, start_only):
-    """Validate a token table (the same rules as the Cython core)."""
+def _check_tokens(tokens, start_only, foreign=()):
+    """Validate a token table (the same rules as the Cython core). ``foreign``
+    spellings come back among the items, with kind 0."""
     items = []
-    for spelling, kind in dict(tokens).items():
+    tokens = dict(tokens)
+    foreign = list(foreign)
+    for spelling in foreign:
+        if spelling in tokens:
+            raise ValueError(f"foreign spelling {spelling!r} is a token of the table")
+    for spelling, kind in list(tokens.items()) + [(f, 0) for f in foreign]:
         if not isinstance(spelling, str) or not spelling.isascii():
             raise ValueError(f"token spelling must be an ASCII str: {spelling!r}")
         if not (3 <= len(spelling) <= MAX_TOKEN_LEN):
@@ -49,8 +55,10 @@ def _check_tokens(tokens, start_only):
         for b, _ in items:
             if a != b and b.startswith(a):
                 raise ValueError(f"token {a!r} is a prefix of {b!r}")
+    if len({s for s, _ in items}) != len(items):
+        raise ValueError("a foreign spelling is given twice")
     start_only = frozenset(start_only)
-    unknown = start_only - {s for s, _ in items}
+    unknown = start_only - {s for s, _ in items if s not in foreign}
     if unknown:
         raise ValueError(f"start_only names unknown tokens: {sorted(unknown)}")
     items.sort()
@@ -60,8 +68,10 @@ def _check_tokens(tokens, start_only):
 class _Forms:
     """The table in one string type (str or bytes)."""
 
-    def __init__(self, items, start_only, conv):
-        anywhere = [(conv(s), k) for s, k in items if s not in start_only]
+    def __init__(self, items, start_only, foreign, conv):
+        # (a foreign spelling's kind is None: text, whose first place is reported)
+        anywhere = [(conv(s), None if s in foreign else k) for s, k in items
+                    if s not in start_only]
         self.kinds = dict(anywhere)   # spelling -> kind
         # No capturing groups: they would disable the regex engine's literal-prefix
         # search ("<"), which makes this ~10x faster.
@@ -85,15 +95,18 @@ def _to_str(s):
 class Table:
     """The special tokens of one dialect (see ``_lexer.pyx``'s ``Table``)."""
 
-    def __init__(self, tokens, start_only=()):
-        items, start_only = _check_tokens(tokens, start_only)
-        self.tokens = {s: k for s, k in items}
+    def __init__(self, tokens, start_only=(), foreign=()):
+        foreign = tuple(foreign)
+        items, start_only = _check_tokens(tokens, start_only, foreign)
+        self.foreign = frozenset(foreign)
+        self.tokens = {s: k for s, k in items if s not in self.foreign}
         self.start_only = start_only
-        self._str = _Forms(items, start_only, _to_str)
-        self._bytes = _Forms(items, start_only, _to_bytes)
+        self._str = _Forms(items, start_only, self.foreign, _to_str)
+        self._bytes = _Forms(items, start_only, self.foreign, _to_bytes)
 
     def __repr__(self):
-        return f"Table({self.tokens!r}, start_only={set(self.start_only)!r})"
+        return (f"Table({self.tokens!r}, start_only={set(self.start_only)!r}"
+                + (f", foreign={sorted(self.foreign)!r})" if self.foreign else ")"))
 
 
 def scan_chunk(table, data, pos=0, base=0, run_start=None, final=True):
@@ -128,7 +141,7 @@ def scan_chunk(table, data, pos=0, base=0, run_start=None, final=True):
         try:
             _, consumed = codecs.utf_8_decode(memoryview(data)[pos:], "strict", bool(final))
         except UnicodeDecodeError as exc:
-            return array("q"), pos, base + pos, pos + exc.start, _REASON_CODES[exc.reason]
+            return array("q"), pos, base + pos, pos + exc.start, _REASON_CODES[exc.reason], -1
         limit = pos + consumed
         if limit + 1 < n and data[limit] == 0xED and data[limit + 1] >= 0xA0:
             # ED A0..BF begins a UTF-16 surrogate, which no later byte makes valid, but
@@ -137,9 +150,10 @@ def scan_chunk(table, data, pos=0, base=0, run_start=None, final=True):
             try:
                 codecs.utf_8_decode(bytes(data[limit:limit + 2]), "strict", True)
             except UnicodeDecodeError as exc:
-                return array("q"), pos, base + pos, limit + exc.start, _REASON_CODES[exc.reason]
+                return array("q"), pos, base + pos, limit + exc.start, _REASON_CODES[exc.reason], -1
 
     out = array("q")
+    foreign_at = -1
     i = pos
     if base + i == 0:
         for spelling, kind in forms.start:
@@ -152,9 +166,15 @@ def scan_chunk(table, data, pos=0, base=0, run_start=None, final=True):
         kinds = forms.kinds
         for m in forms.regex.finditer(data, i, limit):
             j, e = m.span()
+            kind = kinds[m.group()]
+            if kind is None:   # another dialect's token: text
+                if foreign_at < 0:
+                    foreign_at = base + j
+                i = e
+                continue
             if rs < base + j:
                 out.extend((0, rs, base + j))
-            out.extend((kinds[m.group()], base + j, base + e))
+            out.extend((kind, base + j, base + e))
             i = e
             rs = base + e
     stop = limit
@@ -167,4 +187,4 @@ def scan_chunk(table, data, pos=0, base=0, run_start=None, final=True):
     if final and rs < base + n:
         out.extend((0, rs, base + n))
         rs = base + n
-    return out, stop, rs, -1, 0
+    return out, stop, rs, -1, 0, foreign_at

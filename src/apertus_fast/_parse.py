@@ -30,9 +30,9 @@ import threading as _threading
 from array import array
 from typing import TYPE_CHECKING
 
-from ._dialects import DEFAULT_DIALECT, Dialect, Kind, get_dialect
+from ._dialects import DEFAULT_DIALECT, Dialect, Kind, dialects_with, get_dialect
 from ._dialects import DIALECTS as _BUILT_IN
-from ._errors import ApertusError, Lines, ParseError, RenderError, shown
+from ._errors import ApertusError, DialectWarning, Lines, ParseError, RenderError, shown, warn_caller
 from ._lex import _DEFAULT_CORE, _table, _utf8_error, utf8_found
 from ._render import render, renders_to
 
@@ -698,19 +698,25 @@ def dialect_of(dialect):
     return d if d is not None else get_dialect(dialect)
 
 
-_TABLE_BY_DIALECT: dict = {}   # id(dialect) -> (dialect, table) of the default core
+#: id(dialect) -> (dialect, table, noting table) of the default core
+_TABLE_BY_DIALECT: dict = {}
+
+
+def _tables(dialect):
+    entry = _TABLE_BY_DIALECT.get(id(dialect))
+    if entry is None or entry[0] is not dialect:
+        if len(_TABLE_BY_DIALECT) > 64:
+            _TABLE_BY_DIALECT.clear()
+        entry = _TABLE_BY_DIALECT[id(dialect)] = (
+            dialect, _table(_DEFAULT_CORE, dialect), _table(_DEFAULT_CORE, dialect, True))
+    return entry
 
 
 def default_table(dialect):
     """The default lexer core's table for a :class:`Dialect` object, looked up by the
     object's identity (``_lex._table`` hashes the dialect's token kinds: 0.5 µs of
     interpreter a call)."""
-    entry = _TABLE_BY_DIALECT.get(id(dialect))
-    if entry is None or entry[0] is not dialect:
-        if len(_TABLE_BY_DIALECT) > 64:
-            _TABLE_BY_DIALECT.clear()
-        entry = _TABLE_BY_DIALECT[id(dialect)] = (dialect, _table(_DEFAULT_CORE, dialect))
-    return entry[1]
+    return _tables(dialect)[1]
 
 
 def scan_str(text, dialect):
@@ -718,11 +724,19 @@ def scan_str(text, dialect):
     end`` triples of a ``str`` (``_lex.scan`` without its checks: the default backend,
     a :class:`Dialect` object). Here, in a compiled module, rather than in ``_lex``:
     the call costs 0.5 µs less, a tenth of parsing a short conversation."""
-    buf, _stop, _rs, err, code = _DEFAULT_CORE.scan_chunk(default_table(dialect), text, 0, 0,
-                                                          None, True)
+    buf, _stop, _rs, err, code, _foreign = _DEFAULT_CORE.scan_chunk(
+        default_table(dialect), text, 0, 0, None, True)
     if err >= 0:  # (only bytes can hold invalid UTF-8)
         raise _utf8_error(text, err, code)
     return buf
+
+
+def scan_noting(text, dialect):
+    """:func:`scan_str`, and the offset of the first token of another dialect that the
+    text spells (text in this one; -1 when there is none)."""
+    buf, _stop, _rs, _err, _code, foreign = _DEFAULT_CORE.scan_chunk(
+        _tables(dialect)[2], text, 0, 0, None, True)
+    return buf, foreign
 
 
 def plain_str(s):
@@ -1608,13 +1622,24 @@ def parse(text: str | bytes, *, dialect: str | Dialect = DEFAULT_DIALECT, strict
     Invalid UTF-8 raises :class:`ParseError` (after any error in the text before it,
     strict), except in lenient mode bytes cut inside a character at the very end (a
     token limit), which are dropped with a warning.
+
+    Text that spells a special token of another dialect (``<|tool_output_start|>``
+    parsed as ``apertus-1``, say) reads as text of this one, as the template would
+    render it; a warning in ``.warnings`` names the first such token and the dialects
+    that have it, and strict parsing also warns with :class:`DialectWarning`.
     """
+    return parse_text(text, dialect, strict, format, True)
+
+
+def parse_text(text, dialect, strict, format, warn):
+    """:func:`parse`; ``warn``: whether a strict parse also warns with
+    :class:`DialectWarning` (the command line reports the result's warnings itself)."""
     d = dialect_of(dialect)
     s, raw, bad = _as_text(text)
     if bad is not None:
         if not strict and bad.end == len(raw) and bad.reason == "unexpected end of data":
             # cut inside a character (a token limit): read without its bytes
-            result = _parse_text(s, d, strict, format)
+            result = _parse_text(s, d, strict, format, warn)
             err = ParseError.at(s, len(s), "")
             result.warnings.append(
                 f"line {err.line}, column {err.column}: the text ends inside a UTF-8 "
@@ -1629,17 +1654,17 @@ def parse(text: str | bytes, *, dialect: str | Dialect = DEFAULT_DIALECT, strict
             # ("<|de" before the bad byte is no error yet); an end too early is none
             head = s[:len(s) - _token_start_at_end(s, d)]
             try:
-                _parse_text(head, d, True, format)
+                _parse_text(head, d, True, format, False)
             except ParseError as exc:
                 if exc.offset < len(head):
                     raise _in_bytes(exc, head, raw[:len(head.encode("utf-8"))]) from None
         raise error
     if strict and raw is not None:
         try:
-            return _parse_text(s, d, strict, format)
+            return _parse_text(s, d, strict, format, warn)
         except ParseError as exc:   # (where in the bytes, as for invalid UTF-8)
             raise _in_bytes(exc, s, raw) from None
-    return _parse_text(s, d, strict, format)
+    return _parse_text(s, d, strict, format, warn)
 
 
 #: Texts from this many characters on are parsed with the cycle collector off: the
@@ -1651,7 +1676,7 @@ _GC_OFF_FROM = 1 << 16
 _gc_switched_off = False
 
 
-def _parse_text(s, d, strict, format):
+def _parse_text(s, d, strict, format, warn):
     """``_parse_text_now``, with the collector off for a long text.
 
     The collector's switch is the process's, so it is only touched where nothing else
@@ -1661,11 +1686,11 @@ def _parse_text(s, d, strict, format):
     global _gc_switched_off
     if (len(s) < _GC_OFF_FROM or _gc_switched_off or not gc.isenabled()
             or _threading.active_count() > 1):
-        return _parse_text_now(s, d, strict, format)
+        return _parse_text_now(s, d, strict, format, warn)
     try:
         _gc_switched_off = True   # (first: an exception between the two lines finds it)
         gc.disable()
-        return _parse_text_now(s, d, strict, format)
+        return _parse_text_now(s, d, strict, format, warn)
     finally:
         if _gc_switched_off:
             _gc_switched_off = False
@@ -1685,8 +1710,8 @@ if hasattr(_os, "register_at_fork"):
     _os.register_at_fork(after_in_child=_gc_on_in_a_child)
 
 
-def _parse_text_now(s, d, strict, format):
-    events = scan_str(s, d)
+def _parse_text_now(s, d, strict, format, warn):
+    events, foreign = scan_noting(s, d)
     builder = _Builder(s, events, d, strict, format)
     if builder.format == "string" and builder._has_reasoning():
         raise ValueError("format='string' cannot represent reasoning (<|inner_prefix|>); "
@@ -1699,7 +1724,25 @@ def _parse_text_now(s, d, strict, format):
         result = _Builder(s, events, d, strict, "blocks").build()
     if strict:
         _verify(s, result)
+    if foreign >= 0:
+        _note_foreign(s, d, foreign, result, strict and warn)
     return result
+
+
+def _note_foreign(s, d, at, result, warn):
+    """Say that ``s[at:]`` starts with another dialect's token: in ``result.warnings``,
+    and, with ``warn`` (strict parsing, whose warnings are otherwise empty), as a
+    :class:`DialectWarning`."""
+    token = s[at:s.index("|>", at) + 2]
+    err = ParseError.at(s, at, "")
+    others = [name for name in dialects_with(token) if name != d.name]
+    hint = f"; if it was rendered in {' or '.join(others)}, parse it as that" if others else ""
+    message = (f"line {err.line}, column {err.column}: {token} is a token of "
+               f"{' and '.join(others) or 'another dialect'}, not of {d.name}, and was "
+               f"read as text{hint}")
+    result.warnings.append(message)
+    if warn:
+        warn_caller(message, DialectWarning)
 
 
 #: The reason of an unclosed user message, which names where it opened (an offset,

@@ -820,7 +820,7 @@ class StreamParser:
         """Lex data (the held-back tail and the new text, at absolute offset _base) and
         read its events, then the text known to be plain text so far."""
         base = self._base
-        buf, stop, self._run, _err, _code = self._core.scan_chunk(
+        buf, stop, self._run, _err, _code, _foreign = self._core.scan_chunk(
             self._table, data, 0, base, self._run, final)
         at = self._at
         for j in range(0, len(buf), 3):

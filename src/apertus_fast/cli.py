@@ -428,8 +428,13 @@ def _load_render_with_spans():
 
 
 def _load_parse():
-    """The library's ``parse`` (imported lazily: render-only runs never load it)."""
-    from ._parse import parse
+    """The library's ``parse`` (imported lazily: render-only runs never load it),
+    without its :class:`DialectWarning`: the command reports the result's warnings,
+    that one among them, at their lines."""
+    from ._parse import parse_text
+
+    def parse(text, *, dialect, strict):
+        return parse_text(text, dialect, strict, "auto", False)
 
     return parse
 
