@@ -198,11 +198,13 @@ _REPRED = st.recursive(
 @settings(max_examples=500, deadline=None)
 @given(value=_REPRED, width=st.sampled_from([5, 20, 30, 60, 80]))
 def test_shown_is_repr_cut_to_its_width(value, width):
-    """What an error message shows of a value is its repr's first characters, built only
-    as far as it is shown."""
+    """What an error message shows of a value is its repr, built only as far as it is
+    shown: whole when it fits the width, else its first characters and "..." (a cut
+    value must not read as a whole one)."""
     from apertus_fast._errors import shown
 
-    assert shown(value, width) == repr(value)[:width]
+    r = repr(value)
+    assert shown(value, width) == (r if len(r) <= width else r[:width - 3] + "...")
 
 
 def test_shown_copes_with_what_repr_cannot_show():
@@ -211,7 +213,7 @@ def test_shown_copes_with_what_repr_cannot_show():
     deep = 1
     for _ in range(100_000):
         deep = [deep]
-    assert shown(deep, 60) == "[" * 60
+    assert shown(deep, 60) == "[" * 57 + "..."
 
     class Broken:
         def __repr__(self):
@@ -228,7 +230,7 @@ def test_shown_copes_with_what_repr_cannot_show():
     assert shown(d, 60) == repr(d)
     # the quotes are those of the whole string's repr, not of the part shown
     x = "a" * 300 + "'" + "a" * 300
-    assert shown(x, 60) == repr(x)[:60] and shown(x, 60)[0] == '"'
+    assert shown(x, 60) == repr(x)[:57] + "..." and shown(x, 60)[0] == '"'
     assert shown(10 ** 5000, 60) == "<int of 16610 bits>"
     assert shown({"b": 1, "a": 2}, 60) == "{'b': 1, 'a': 2}"   # (reprlib sorts; repr does not)
-    assert shown("x" * 10**6, 10) == "'" + "x" * 9
+    assert shown("x" * 10**6, 10) == "'" + "x" * 6 + "..."

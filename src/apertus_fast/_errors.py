@@ -101,19 +101,24 @@ class _Shown:
 
 
 def shown(x, width: int) -> str:
-    """``repr(x)`` cut to ``width`` characters, for an error message that names a value:
-    the same text as ``f"{x!r:.{width}}"``, built only as far as it is shown. A value
+    """``repr(x)`` for an error message that names a value, built only as far as it is
+    shown: whole when it has at most ``width`` characters, else its first ``width - 3``
+    and ``...`` (so that a reader can tell a cut value from a whole one). A value
     nested deeper than ``repr`` can go (whose repr raised RecursionError, in one build
     sooner than in the other), too big to print whole, or holding itself costs its
     first characters; a ``__repr__`` that fails gives ``<T object>``."""
-    out = _Shown(width)
+    out = _Shown(width + 1)   # (one more: whether anything follows the width)
+    cut = False
     try:
         out.value(x)
     except _Full:
         pass
     except RecursionError:   # (the caller's stack was nearly full: what is there so far)
-        pass
-    return "".join(out.parts)[:width]
+        cut = True
+    text = "".join(out.parts)
+    if cut or len(text) > width:
+        return text[:max(width - 3, 0)] + "..."
+    return text
 
 
 class ApertusError(Exception):
