@@ -606,11 +606,12 @@ def test_lenient_recovers_truncated_model_output(dialect):
         {"name": "news", "arguments": '{"topic": "Sw'}]}
     line = prompt.count("\n") + 1
     column = len(prompt) - prompt.rfind("\n")   # 1-based column of the completion
-    assert out.warnings == [   # each once (the look-ahead after </inner_suffix> kept none)
-        f"line {line}, column {column + len(completion)}: tool calls not closed "
-        "(expected <|tools_suffix|>)",
+    assert out.warnings == [   # each once (the look-ahead after </inner_suffix> kept none),
+        # in text order
         f"line {line}, column {column + completion.index('[')}: recovered 2 tool call(s) "
         "from malformed text '[{\"weather\": {\"city\": \"Bern\"}}, {\"news\": {\"topic\": \"Sw'",
+        f"line {line}, column {column + len(completion)}: tool calls not closed "
+        "(expected <|tools_suffix|>)",
     ]
 
 
@@ -728,6 +729,20 @@ def test_lenient_think_tags_are_read_as_reasoning_with_a_warning():
     assert lenient.warnings == [
         f"line {line}, column {column}: <think> read as <|inner_prefix|>",
         f"line {line}, column {column + 10}: </think> read as <|inner_suffix|>"]
+
+
+def test_lenient_warnings_are_in_text_order():
+    """The <think> tags are mapped (and warned about) before the turns are read, and the
+    other dialect's token after: the warnings still come in the order of the text."""
+    text = render([{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
+                   {"role": "user", "content": "q2 <|audio|>"},
+                   {"role": "assistant", "content": "<think>h</think>b"}],
+                  dialect="apertus-1.5", date=DATE).replace("a1", "a<|tools_suffix|>1")
+    for dialect, count in [("apertus-1.5", 3), ("apertus-1", 2)]:
+        warnings = parse(text, dialect=dialect, strict=False).warnings
+        places = [tuple(map(int, re.match(r"line (\d+), column (\d+): ", w).groups())) for w in warnings]
+        assert len(warnings) == count and places == sorted(places), warnings
+    assert "<|audio|> is a token of apertus-1.5" in warnings[1]
 
 
 _TOOL_TURN = [

@@ -918,6 +918,8 @@ class _Builder:
         result.format = self.format
         self.header(result)
         self.turns(result)
+        if len(self.warnings) > 1:
+            self.warnings.sort(key=warning_place)
         result.warnings = self.warnings
         return result
 
@@ -929,6 +931,8 @@ class _Builder:
         if none)."""
         closed = self.assistant_turn()
         rest = self.start(self.i) if self.i < self.n else len(self.text)
+        if len(self.warnings) > 1:
+            self.warnings.sort(key=warning_place)
         return closed, rest
 
     def header(self, result):
@@ -1726,7 +1730,19 @@ def _parse_text_now(s, d, strict, format, warn):
         _verify(s, result)
     if foreign >= 0:
         _note_foreign(s, d, foreign, result, strict and warn)
+        result.warnings.sort(key=warning_place)
     return result
+
+
+_PLACE = re.compile(r"line (\d+), column (\d+): ")
+
+
+def warning_place(warning):
+    """Where in the text a warning is (its ``line L, column C: `` prefix), to list the
+    warnings in text order: they are found in another (the ``<think>`` tags first, the
+    other dialect's token last). A warning about the whole text, with no place, first."""
+    m = _PLACE.match(warning)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def _note_foreign(s, d, at, result, warn):
