@@ -731,6 +731,29 @@ def test_lenient_think_tags_are_read_as_reasoning_with_a_warning():
         f"line {line}, column {column + 10}: </think> read as <|inner_suffix|>"]
 
 
+@pytest.mark.parametrize("closer", ["<|inner_suffix|>", "</think>"])
+def test_lenient_closer_that_closes_nothing_leaves_the_response_whole(closer):
+    """A reasoning closer with no opener is a warning and no block boundary: the text
+    around it is one response, as parse_completion (and so the streams) read it; two
+    response blocks in a row would render as one."""
+    from apertus_fast import parse_completion
+
+    prompt = render([{"role": "user", "content": "q"}], dialect="apertus-1.5", date=DATE,
+                    add_generation_prompt=True)
+    completion = f"let me think{closer}The answer"
+    out = parse(prompt + completion + "<|assistant_end|>", dialect="apertus-1.5", strict=False)
+    assert out.messages[-1]["content"]["blocks"] == [{"type": "response", "text": "let me thinkThe answer"}]
+    assert out.warnings[-1].endswith("reasoning closed but not open (expected <|inner_prefix|> "
+                                     "opening it first)")
+    assert parse_completion(completion, dialect="apertus-1.5").content == "let me thinkThe answer"
+    # a closer after real reasoning still ends it, and a second one is the warning
+    out = parse(prompt + "a<|inner_prefix|>b<|inner_suffix|>c<|inner_suffix|>d", dialect="apertus-1.5",
+                strict=False)
+    assert out.messages[-1]["content"]["blocks"] == [
+        {"type": "response", "text": "a"}, {"type": "thoughts", "text": "b"},
+        {"type": "response", "text": "cd"}]
+
+
 def test_lenient_warnings_are_in_text_order():
     """The <think> tags are mapped (and warned about) before the turns are read, and the
     other dialect's token after: the warnings still come in the order of the text."""

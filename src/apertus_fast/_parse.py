@@ -1244,7 +1244,8 @@ class _Builder:
                 blocks.append(cur)
                 j += 1
             elif k == _K_INNER_SUFFIX:
-                if not in_inner:
+                lone = not in_inner
+                if lone:
                     self.recover(j, "reasoning closed but not open",
                                  "<|inner_prefix|> opening it first")
                 in_inner = False
@@ -1263,8 +1264,12 @@ class _Builder:
                     # only a look ahead: the calls are read (and warned about) again
                     # as the outer section's, in the next round
                     del self.warnings[noted:]
-                cur = {"type": "response", "text": ""}
-                blocks.append(cur)
+                if not (lone and cur is not None and cur["type"] == "response"):
+                    # (a closer that closed nothing leaves the response it stands in
+                    # whole: two response blocks in a row render as one, which is how
+                    # parse_completion and the streams read it too)
+                    cur = {"type": "response", "text": ""}
+                    blocks.append(cur)
             elif k == _K_TOOLS_PREFIX:
                 calls, nxt = self.tool_calls(j, b)
                 if in_inner and blocks and len(calls) == 1 and calls[0][0] == "display_answers":
