@@ -41,8 +41,8 @@ _EXPORTS = {
     # errors
     "ApertusError": "_errors",
     "RenderError": "_errors",
-    "ParseError": "_errors",
     "DialectWarning": "_errors",
+    "ParseError": "_errors",
     # lexing
     "lex": "_lex",
     "Event": "_lex",
@@ -83,8 +83,8 @@ if TYPE_CHECKING:  # what the names above load on first use, for type checkers
     from ._dialects import Kind as Kind
     from ._dialects import get_dialect as get_dialect
     from ._errors import ApertusError as ApertusError
-    from ._errors import ParseError as ParseError
     from ._errors import DialectWarning as DialectWarning
+    from ._errors import ParseError as ParseError
     from ._errors import RenderError as RenderError
     from ._formatter import ApertusFormatter as ApertusFormatter
     from ._lex import Event as Event
