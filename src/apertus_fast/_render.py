@@ -28,6 +28,7 @@ import json as _json
 from marshal import dumps as _marshal_dumps
 import threading as _threading
 import time as _time
+import types as _types
 from collections.abc import Mapping as _Mapping
 
 import typing as _typing
@@ -37,7 +38,7 @@ from ._dialects import DEFAULT_DIALECT, DIALECTS, TOKEN_TEXT, Kind, get_dialect
 from ._errors import RenderError, shown
 
 if TYPE_CHECKING:  # (the annotations only: the header keeps Cython from typing by them)
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from ._dialects import Dialect
     from ._models import Conversation, Message
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # (the annotations only: the header keeps Cython from typing 
     # The argument types of render, shared by the functions that take its arguments
     # (render_with_spans): written once, here.
     Messages = Sequence[Mapping[str, Any] | Message] | Conversation
-    Tools = Sequence[Mapping[str, Any]] | None
+    Tools = Sequence[Mapping[str, Any] | Callable[..., Any]] | None
     DateArg = _dt.date | str | None
 
 __all__ = ["render", "render_tools", "render_date", "UNDEFINED"]
@@ -562,6 +563,8 @@ def _render_tools(tools, trim, jinja_json, native):
     mode = (4 if trim else 0) | (2 if jinja_json else 0) | (1 if native else 0)
     for tool in tool_list:
         key = None
+        if isinstance(tool, _FUNCTIONS):
+            tool = _function_tool(tool, ti)
         if type(tool) is dict and _cacheable(tool, 0):
             try:
                 key = (mode, _marshal_dumps(tool))
@@ -624,6 +627,31 @@ def _tool_label(tool):
     except _ERRORS:
         return ""
     return f" ({name!r})" if isinstance(name, str) else ""
+
+
+#: What Hugging Face's ``apply_chat_template`` turns into a tool's JSON schema.
+_FUNCTIONS = (_types.FunctionType, _types.MethodType)
+
+
+def _function_tool(fn, i):
+    """A Python function (or bound method) given as a tool: its JSON schema, made as
+    Hugging Face's ``apply_chat_template`` makes it, by ``transformers``' own
+    ``get_json_schema`` (the type hints and the Google-style docstring), so that both
+    render the same text. Without ``transformers`` installed, an error that says so."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    try:
+        from transformers.utils import get_json_schema
+    except ImportError as exc:
+        raise _Fail(
+            f"tools[{i}]: got function {name}: a Python function is described to the model "
+            "by its JSON schema, which transformers.utils.get_json_schema makes from its "
+            "type hints and docstring (as apply_chat_template does); transformers is not "
+            f"installed ({exc}): install it, or pass the schema (a dict)") from None
+    try:
+        return get_json_schema(fn)
+    except Exception as exc:  # noqa: BLE001 - whatever transformers raises on it
+        raise _Fail(f"tools[{i}]: function {name}: transformers.utils.get_json_schema "
+                          f"cannot describe it: {type(exc).__name__}: {exc}") from exc
 
 
 def _render_tool(tool, trim, jinja_json, native):
@@ -788,7 +816,7 @@ def render(
     add_generation_prompt: bool = False,
     continue_assistant_message: bool = False,
     date: DateArg = None,
-    bos_token: str = "<s>",
+    bos_token: str | None = "<s>",
     tools_text: str | None = None,
 ) -> str:
     """Render a conversation (a list of message dicts) to the exact text the official
@@ -798,7 +826,10 @@ def render(
     ``Conversation``) render as ``ApertusFormatter.format_conversation`` renders them.
 
     ``tools`` are JSON-schema tool specs (flat ``{"name", "description", "parameters"}``
-    or OpenAI-shaped ``{"type": "function", "function": {...}}``); ``date`` (a
+    or OpenAI-shaped ``{"type": "function", "function": {...}}``), or Python functions,
+    described as Hugging Face's ``apply_chat_template`` describes them (by
+    ``transformers.utils.get_json_schema``, which must be installed); ``bos_token=None``
+    renders no BOS, as Hugging Face does for a tokenizer without one; ``date`` (a
     ``datetime.date`` or ``"YYYY-MM-DD"``) fixes the default system prompt's date
     (``None``: today), and a bad one raises ``RenderError`` whether or not the
     conversation uses it; ``continue_assistant_message``
@@ -860,7 +891,11 @@ def _render_pieces_now(messages, d, tools, enable_thinking, add_generation_promp
         system, start = _system_prompt(messages, d, date, look)
     except _ERRORS as exc:
         raise _render_error(exc, 0 if messages else None) from _cause(exc)
-    if type(bos_token) is not str:
+    if bos_token is None:
+        # (what Hugging Face renders for a tokenizer without a BOS token, whose
+        # bos_token is None: it leaves the variable undefined, which renders "")
+        bos_token = ""
+    elif type(bos_token) is not str:
         try:
             bos_token = text(bos_token)
         except Exception as exc:  # noqa: BLE001 - whatever its __str__ raises
@@ -1347,13 +1382,13 @@ def renders_to(text, messages, dialect, tools, enable_thinking, add_generation_p
 # The annotations' names at run time, for typing.get_type_hints and
 # inspect.signature(eval_str=True) (jsonargparse, pydantic's validate_call): defined
 # after the functions, as the header's TYPE_CHECKING block keeps Cython from typing by them.
-from collections.abc import Mapping, Sequence  # noqa: E402
+from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 
 from ._dialects import Dialect  # noqa: E402
 from ._models import Conversation, Message  # noqa: E402
 
 Messages = Sequence[Mapping[str, Any] | Message] | Conversation
-Tools = Sequence[Mapping[str, Any]] | None
+Tools = Sequence[Mapping[str, Any] | Callable[..., Any]] | None
 DateArg = _dt.date | str | None
 
 try:

@@ -103,7 +103,7 @@ def render_with_spans(
     add_generation_prompt: bool = False,
     continue_assistant_message: bool = False,
     date: DateArg = None,
-    bos_token: str = "<s>",
+    bos_token: str | None = "<s>",
     tools_text: str | None = None,
 ) -> Rendered:
     """Render as :func:`render` does (the same arguments, the same text, the same
