@@ -789,6 +789,20 @@ def test_the_tool_caches_hold_a_bounded_number_of_bytes():
     assert _render._TOOL_CACHE == before
 
 
+def test_big_ints_a_cached_tool_keeps_count_towards_the_bound():
+    """A tool's tape points to its ints beyond 64 bits, which the entry keeps alive; it
+    counted 16 bytes for each, so tools with big ints in a key the template never reads
+    ("x-meta") filled memory while the cache thought itself nearly empty (audit)."""
+    _render_fast.clear_tool_cache()
+    for i in range(2):   # (cached the second time the name is met)
+        tool = _tool(name="meta")
+        tool["x-meta"] = [1 << 80_000 for _ in range(10)]   # 10 ints of 10 kB
+        assert fast("apertus-1", CONV, tools=[tool]) == general("apertus-1", CONV, tools=[tool])
+    names, held = _render_fast.tool_cache_size()
+    assert names == 1 and held >= 10 * (1 << 80_000).__sizeof__()
+    _render_fast.clear_tool_cache()
+
+
 @pytest.mark.parametrize("dialect", S.DIALECTS)
 def test_cache_sees_a_tool_mutated_in_place(dialect):
     tool = _tool()

@@ -1579,6 +1579,12 @@ cdef _Tool make_tool(object tool, str text):
         return None
     if end != t.tape + n:
         return None
+    for x in t.objs:
+        # (a big int's record points to the int, which the entry keeps alive: its
+        # bytes count towards the cache's bounds too, or a tool with a 1 MB int in a
+        # key the template never reads would cost 16 bytes there)
+        if type(x) is int:
+            t.size += (<object>x).__sizeof__()
     return t
 
 
