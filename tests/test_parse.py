@@ -1218,3 +1218,19 @@ def test_a_child_forked_while_a_parse_has_the_collector_off_turns_it_on():
     print("ok")
 """
     assert run_python(code).stdout.strip() == "ok"
+
+
+def test_custom_dated_dialects_do_not_grow_a_cache_without_bound():
+    """parse keeps the split of each dated default prompt it meets; a server that makes
+    a Dialect per tenant kept every prompt for good (audit). The cache is bounded."""
+    import dataclasses
+
+    from apertus_fast import _parse, get_dialect
+
+    base = get_dialect("apertus-format-reference")
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    for i in range(200):
+        d = dataclasses.replace(base, default_system=f"Tenant {i}. Today is {{date}}.")
+        text = render(msgs, dialect=d, date=DATE)
+        assert parse(text, dialect=d).messages == msgs
+        assert len(_parse._DATED) <= 64

@@ -1558,9 +1558,12 @@ _DATED = {}
 
 
 def _dated_parts(d):
-    # (by the prompt, not the dialect's name: a Dialect of your own may keep a name)
+    # (by the prompt, not the dialect's name: a Dialect of your own may keep a name;
+    # bounded, as _VALID_DATES: a server may make a Dialect per tenant or request)
     parts = _DATED.get(d.default_system)
     if parts is None:
+        if len(_DATED) >= 64:
+            _DATED.clear()
         parts = _DATED[d.default_system] = d.default_system.partition("{date}")
     return parts
 
