@@ -1528,3 +1528,28 @@ def test_stream_parser_has_its_signature_and_doc_in_both_builds(build):
     assert [name for name, _, _ in expected] == ["dialect", "prompt", "format", "call_id"]
     assert cls.__doc__.startswith("Reads an assistant turn as it streams")
     assert "\n--\n" not in cls.__doc__
+
+
+@pytest.mark.parametrize("head", ["", "<|inner_prefix|>", '<|tools_prefix|>[{"f": {}}]<|tools_suffix|><|tool_output_start|>',
+                                  "done<|assistant_end|>"])
+def test_many_small_chunks_are_kept_in_few_pieces(head):
+    """A model streams a few characters a chunk; the parser keeps the text (for the
+    result) in lists that are only joined whole, and kept each chunk as its own str:
+    about 25 bytes a character in each list (leak audit). The short pieces are now
+    joined as they come: few pieces, the same text."""
+    p = StreamParser("apertus-1.5")
+    p.feed(head)
+    pieces = []
+    for i in range(20_000):
+        piece = f"{i % 10}bc "
+        pieces.append(piece)
+        p.feed(piece)
+    text = head + "".join(pieces)
+    assert len(p._chunks) < 300 and "".join(p._chunks) == text
+    for kept in (p._reasoning, p._content, p._group):
+        assert len(kept) < 300
+    p.close()
+    result = p.result()
+    c = parse_completion(text, dialect="apertus-1.5")
+    assert (result.reasoning, result.content, result.tool_outputs, result.rest) == \
+        (c.reasoning, c.content, c.tool_outputs, c.rest)
