@@ -27,6 +27,7 @@ import datetime as _dt
 import json as _json
 from marshal import dumps as _marshal_dumps
 import threading as _threading
+import sys as _sys
 import time as _time
 import types as _types
 from collections.abc import Mapping as _Mapping
@@ -591,7 +592,8 @@ def _render_tools(tools, trim, jinja_json, native):
         # edited it while it rendered, and the text of the new version would then be
         # served for the old one)
         if key is not None and _same_key(tool, key):
-            size = len(key[1]) + len(text_)
+            # (in bytes: a text of wide characters takes 2 or 4 a character)
+            size = len(key[1]) + _sys.getsizeof(text_)
             if size <= _TOOL_ENTRY_BYTES:
                 if len(_TOOL_CACHE) >= _TOOL_CACHE_MAX or \
                         _tool_cache_bytes + size > _TOOL_CACHE_BYTES:
