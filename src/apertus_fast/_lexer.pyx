@@ -451,8 +451,8 @@ def scan_chunk(Table table not None, data, Py_ssize_t pos=0, int64_t base=0,
 
     ``run_start`` is the absolute offset where the currently open text run began
     (default ``base + pos``: none open). Returns ``(events, stop, run_start, err_at,
-    err_code, foreign_at)``: ``events`` is an ``array('q')`` of flat ``kind, start, end`` triples
-    (absolute offsets, kind 0 = text); ``data[stop:]`` was not consumed (a possible
+    err_code, foreign_at)``: ``events`` is an ``array('q')`` of flat ``kind, start,
+    end`` triples (absolute offsets, kind 0 = text); ``data[stop:]`` was not consumed (a possible
     token prefix or incomplete UTF-8 sequence; always empty when ``final``);
     ``run_start`` is the updated start of the open text run (``== base + stop`` when
     none); ``err_at`` is -1, or the index in ``data`` of the first invalid UTF-8

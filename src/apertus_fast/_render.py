@@ -653,7 +653,7 @@ def _function_tool(fn, i):
         return get_json_schema(fn)
     except Exception as exc:  # noqa: BLE001 - whatever transformers raises on it
         raise _Fail(f"tools[{i}]: function {name}: transformers.utils.get_json_schema "
-                          f"cannot describe it: {type(exc).__name__}: {exc}") from exc
+                    f"cannot describe it: {type(exc).__name__}: {exc}") from exc
 
 
 def _render_tool(tool, trim, jinja_json, native):
