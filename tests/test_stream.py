@@ -1531,7 +1531,7 @@ def test_stream_parser_has_its_signature_and_doc_in_both_builds(build):
 
 
 @pytest.mark.parametrize("head", ["", "<|inner_prefix|>", '<|tools_prefix|>[{"f": {}}]<|tools_suffix|><|tool_output_start|>',
-                                  "done<|assistant_end|>"])
+                                  "done<|assistant_end|>", '<|tools_prefix|>[{"f": {"x": "'])
 def test_many_small_chunks_are_kept_in_few_pieces(head):
     """A model streams a few characters a chunk; the parser keeps the text (for the
     result) in lists that are only joined whole, and kept each chunk as its own str:
@@ -1546,10 +1546,13 @@ def test_many_small_chunks_are_kept_in_few_pieces(head):
         p.feed(piece)
     text = head + "".join(pieces)
     assert len(p._chunks) < 300 and "".join(p._chunks) == text
-    for kept in (p._reasoning, p._content, p._group):
+    calls = (p._calls.parts, p._calls.starts) if p._calls is not None else ()
+    for kept in (p._reasoning, p._content, p._group, *calls,
+                 *(args for _name, args, _id in p._tool_calls)):
         assert len(kept) < 300
     p.close()
     result = p.result()
     c = parse_completion(text, dialect="apertus-1.5")
+    assert result.tool_calls == c.tool_calls
     assert (result.reasoning, result.content, result.tool_outputs, result.rest) == \
         (c.reasoning, c.content, c.tool_outputs, c.rest)

@@ -417,8 +417,8 @@ class _Calls:
 
     # -- reading ------------------------------------------------------------
     def feed(self, s: str) -> None:
-        self.parts.append(s)
         self.starts.append(self.n)
+        _keep(self.parts, s, self.starts)
         self.n += len(s)
         self._advance()
 
@@ -618,13 +618,15 @@ _KEEP_EVERY = 256
 _KEEP_LONG = 4096
 
 
-def _keep(pieces: list, s: str) -> None:
-    """``pieces.append(s)``, for a list that is only ever joined whole: every
-    ``_KEEP_EVERY`` pieces, the short ones at its end are joined into one. A model
-    streams a few characters a chunk, and a str object and a list slot cost about 60
-    bytes beside them: a long stream's text took about 25 bytes a character in each list
-    that keeps it (leak audit). Each character is copied a few times at most (until its
-    piece is ``_KEEP_LONG`` long); the order and the joined text are unchanged."""
+def _keep(pieces: list, s: str, starts: list | None = None) -> None:
+    """``pieces.append(s)``, for a list that is only ever joined whole, or read by
+    offset through ``starts`` (where each piece starts, which the caller appends before):
+    every ``_KEEP_EVERY`` pieces, the short ones at its end are joined into one, which
+    starts where the first of them did. A model streams a few characters a chunk, and a
+    str object and a list slot cost about 60 bytes beside them: a long stream's text
+    took about 25 bytes a character in each list that keeps it (leak audit). Each
+    character is copied a few times at most (until its piece is ``_KEEP_LONG`` long);
+    the order and the joined text are unchanged."""
     pieces.append(s)
     n = len(pieces)
     if n % _KEEP_EVERY == 0:
@@ -633,6 +635,8 @@ def _keep(pieces: list, s: str) -> None:
             k -= 1
         if k < n - 1:
             pieces[k:] = ["".join(pieces[k:])]
+            if starts is not None:
+                del starts[k + 1:]
 
 
 def _default_call_id(index: int) -> str:
